@@ -1,0 +1,145 @@
+"""Scoring one design point from Python or the CLI: the same vectorized simulator, one row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from explorer.design import build_design
+from explorer.errors import SpecError
+from explorer.hardware import load_hardware
+from explorer.model import ModelShape, get_preset
+from explorer.precision import parse_precision
+from explorer.simulate import COMPONENTS, REASONS, Limits, reason_text, simulate
+
+#: Candidate batches ``--batch max`` tries besides the memory-limited maximum.
+BATCH_CANDIDATES = np.unique(np.concatenate([2 ** np.arange(0, 14), 3 * 2 ** np.arange(0, 12)]))
+
+
+def _shape_values(model: str | ModelShape | None, shape: dict[str, Any] | None) -> dict[str, Any]:
+    vals: dict[str, Any] = {}
+    if isinstance(model, ModelShape):
+        vals.update(model.validate().columns())
+    elif model is not None:
+        vals["model"] = get_preset(model).shape.name
+    if shape:
+        vals.update({k: v for k, v in shape.items() if v is not None})
+    if not vals:
+        raise SpecError("evaluate", "model", "give a preset name or a custom shape")
+    return vals
+
+
+def structural_reason(design: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int, hw_name: str,
+                      precision: str) -> str:
+    """The reason of row ``i`` with the numbers that break the rule."""
+    code = int(res["reason_code"][i])
+    g = {k: (int(v[i]) if float(v[i]).is_integer() else float(v[i])) for k, v in design.items()
+         if k in ("heads", "kv_heads", "tp", "pp", "ep", "dp", "layers", "experts", "ffn", "batch")}
+    if code == 1:
+        return f"precision '{precision}' needs a number format that {hw_name} lacks (no emulation)"
+    if code == 2:
+        return f"tp={g['tp']} does not divide heads={g['heads']} / kv_heads={g['kv_heads']}"
+    if code == 3:
+        return f"pp={g['pp']} exceeds layers={g['layers']}"
+    if code == 4:
+        return (f"ep={g['ep']} must divide experts={g['experts']} and tp*dp={g['tp'] * g['dp']}"
+                if g["experts"] else f"ep={g['ep']} on a dense model")
+    if code == 5:
+        return f"tp={g['tp']} does not divide ffn={g['ffn']}"
+    if code == 7:
+        return f"batch={g['batch']} < pp*dp={g['pp'] * g['dp']} micro-batches"
+    return reason_text(res, i) if code else ""
+
+
+def evaluate(
+    model: str | ModelShape | None = None,
+    hardware: str = "h200",
+    *,
+    batch: int | str = 1,
+    isl: int = 1024,
+    osl: int = 1024,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    dp: int = 1,
+    precision: str = "bf16",
+    shape: dict[str, Any] | None = None,
+    limits: Limits = Limits(),
+    hw_override=None,
+) -> dict[str, Any]:
+    """Score one design point; ``batch='max'`` picks the highest-throughput feasible batch.
+
+    Returns a JSON-ready dict: the figures, ``feasible``/``reason``, parameters, memory and the
+    per-component ``breakdown`` (seconds per output token of one sequence).
+    """
+    hw = hw_override or load_hardware(hardware)
+    prec = parse_precision(precision)
+    vals = _shape_values(model, shape)
+    base = dict(vals, hardware=np.array([hw], dtype=object), precision=prec.label,
+                isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, dp=dp)
+    if isinstance(batch, str):
+        if batch != "max":
+            raise SpecError("--batch", None, f"expected a positive whole number or 'max', got '{batch}'")
+        batch_value, search = _best_batch(base, limits)
+    else:
+        if int(batch) <= 0:
+            raise SpecError("--batch", None, f"must be > 0, got {batch}")
+        batch_value, search = int(batch), None
+    base["batch"] = batch_value
+    design, table = build_design(base, "evaluate")
+    res = simulate(design, table)
+    out = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
+    out["feasible"] = bool(out["feasible"])
+    out["reason"] = structural_reason(design, res, 0, hw.name, prec.label)
+    out["batch"] = batch_value
+    out["breakdown"] = {k: out.pop(f"t_{k}_s") for k in COMPONENTS}
+    out["bounds"] = {
+        "gemm": "compute" if out.pop("gemm_bound_compute") else "memory",
+        "moe": "compute" if out.pop("moe_bound_compute") else "memory",
+        "attention": "compute" if out.pop("attention_bound_compute") else "memory",
+        "comm": "network",
+        "overhead": "latency",
+        "prefill": "compute",
+    }
+    out["hardware"] = hw.name
+    out["precision"] = prec.label
+    out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
+    out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
+    out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}
+    if search is not None:
+        out["batch_search"] = search
+    return out
+
+
+def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, Any]]:
+    """Highest-throughput feasible batch among powers of two, 3*2^k and the memory maximum,
+    within :class:`Limits` (per attention group: batch and tokens per step)."""
+    probe = dict(base, batch=1)
+    d1, t1 = build_design(probe, "evaluate")
+    r1 = simulate(d1, t1)
+    groups = float(d1["dp"][0]) * float(d1["pp"][0])
+    free = float(r1["memory_capacity_bytes"][0] - (r1["memory_bytes_per_gpu"][0] - r1["kv_bytes_per_gpu"][0]))
+    kv_seq = float(r1["kv_bytes_per_seq_per_gpu"][0])
+    dp = float(d1["dp"][0])
+    mem_max = int(max(1, np.floor(free / kv_seq * dp))) if kv_seq > 0 else int(BATCH_CANDIDATES[-1])
+    cands = np.unique(np.concatenate([BATCH_CANDIDATES, [mem_max, max(1, mem_max - 1)]])).astype(np.int64)
+    per_group = cands / dp
+    isl, osl = float(base["isl"]), float(base["osl"])
+    tok_step = per_group / float(d1["pp"][0]) * (1 + isl / osl)
+    ok = (per_group <= limits.max_batch_per_group) & (tok_step <= limits.max_tokens_per_step) & (cands >= groups)
+    cands = cands[ok] if ok.any() else np.array([int(groups)])
+    d, t = build_design(dict(base, batch=cands), "evaluate")
+    r = simulate(d, t)
+    thr = np.where(r["feasible"], r["tokens_per_s_per_gpu"], -1.0)
+    i = int(np.argmax(thr))
+    return int(cands[i]), {
+        "candidates": int(len(cands)),
+        "memory_limited_batch": mem_max,
+        "limits": {"max_batch_per_group": limits.max_batch_per_group,
+                   "max_tokens_per_step": limits.max_tokens_per_step},
+        "any_feasible": bool(r["feasible"].any()),
+    }
+
+
+__all__ = ["evaluate", "REASONS"]

@@ -1,0 +1,119 @@
+"""GEMM time with tile and wave quantization (DESIGN.md section 4).
+
+``C[M x N] = A[M x K] . B[K x N]``, repeated ``groups`` times (grouped GEMM of MoE experts).
+
+Model, per candidate output tile ``Tm x Tn`` (the hardware file lists the tiles its GEMM library
+picks from; we take the fastest, as a library's heuristic would):
+
+* ``tiles = groups * ceil(M/Tm) * ceil(N/Tn)``;
+* split-K: when ``tiles < SMs`` the K loop is split ``s = ceil(SMs/tiles)`` ways, capped at
+  ``max_split_k`` and at ``K/256`` (each split keeps at least 256 of K: an assumption matching
+  cuBLAS/CUTLASS split-K heuristics), so skinny decode GEMMs still occupy every SM;
+* ``waves = ceil(tiles*s / SMs)``, and every wave counts as full:
+  ``compute_s = waves * SMs * 2*Tm*Tn*(K/s) / (peak * eta_c)``;
+* ``bytes = groups*(b_a*M*K + b_w*K*N + b_out*M*N) + split-K partials (fp32, written and read)``;
+  ``memory_s = bytes / (hbm_bw * eta_m * min(1, tiles*s/SMs))`` -- a kernel with fewer work units
+  than SMs cannot draw full bandwidth (one CTA per SM pulls at most its share: an assumption);
+* ``time_s = max(compute_s, memory_s) + launch_s``.
+
+Ignored: L2 reuse effects beyond "each operand read once", epilogue fusion, K-tail quantization
+(K padding to the MMA K-step), persistent/stream-K scheduling (which would soften the wave
+staircase), and clock throttling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Minimum K per split-K slice (elements).  Assumption: libraries do not split K below ~256.
+MIN_K_PER_SPLIT = 256.0
+#: Bytes per element of split-K partial sums (fp32 accumulators).
+SPLITK_PARTIAL_BYTES = 4.0
+
+
+@dataclass
+class GemmCost:
+    time_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    tile_eff: np.ndarray  # useful / computed output elements of the chosen tile
+    wave_eff: np.ndarray  # busy / available SM-slots over the waves
+    tiles: np.ndarray
+    waves: np.ndarray
+
+
+def gemm_cost(
+    M: np.ndarray,
+    N: np.ndarray,
+    K: np.ndarray,
+    b_a: np.ndarray,
+    b_w: np.ndarray,
+    b_out: np.ndarray,
+    *,
+    peak_flops: np.ndarray,
+    hbm_bw: np.ndarray,
+    sms: np.ndarray,
+    tiles_m: np.ndarray,
+    tiles_n: np.ndarray,
+    max_split_k: np.ndarray,
+    eta_c: np.ndarray,
+    eta_m: np.ndarray,
+    launch_s: np.ndarray,
+    groups: np.ndarray | float = 1.0,
+) -> GemmCost:
+    """Time of a (grouped) GEMM for every design point.
+
+    ``tiles_m``/``tiles_n`` have shape ``(n_points, n_tile_shapes)``; the fastest shape is used.
+    ``M`` may be fractional (an expected token count); tile counts use ``ceil``.  ``M == 0`` or
+    ``groups == 0`` costs nothing (no kernel launched).
+    """
+    M = np.asarray(M, dtype=np.float64)
+    N = np.asarray(N, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    groups = np.asarray(groups, dtype=np.float64)
+    flops = 2.0 * M * N * K * groups
+    base_bytes = groups * (b_a * M * K + b_w * K * N + b_out * M * N)
+    mc = np.ceil(np.maximum(M, 1e-9))
+    nc = np.ceil(N)
+    k_split_cap = np.maximum(1.0, np.minimum(max_split_k, np.floor(K / MIN_K_PER_SPLIT)))
+    best = None
+    for j in range(tiles_m.shape[-1]):
+        tm = tiles_m[..., j]
+        tn = tiles_n[..., j]
+        tiles = groups * np.ceil(mc / tm) * np.ceil(nc / tn)
+        tiles = np.maximum(tiles, 1e-9)
+        s = np.clip(np.ceil(sms / tiles), 1.0, k_split_cap)
+        units = tiles * s
+        waves = np.ceil(units / sms)
+        compute_s = waves * sms * 2.0 * tm * tn * (K / s) / (peak_flops * eta_c)
+        nbytes = base_bytes + np.where(s > 1, 2.0 * SPLITK_PARTIAL_BYTES * M * N * s * groups, 0.0)
+        occupancy = np.minimum(1.0, units / sms)
+        memory_s = nbytes / (hbm_bw * eta_m * occupancy)
+        t = np.maximum(compute_s, memory_s)
+        if best is None:
+            best = [t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves]
+        else:
+            better = t < best[0]
+            for i, v in enumerate((t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves)):
+                best[i] = np.where(better, v, best[i])
+    assert best is not None
+    t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves = best
+    active = (M > 0) & (groups > 0)
+    tile_eff = np.where(active, groups * M * N / np.maximum(tiles * tm * tn, 1e-30), 1.0)
+    wave_eff = np.where(active, units / (waves * sms), 1.0)
+    zero = np.zeros_like(t)
+    return GemmCost(
+        time_s=np.where(active, t + launch_s, zero),
+        compute_s=np.where(active, compute_s, zero),
+        memory_s=np.where(active, memory_s, zero),
+        flops=np.where(active, flops, zero),
+        bytes=np.where(active, nbytes, zero),
+        tile_eff=tile_eff,
+        wave_eff=wave_eff,
+        tiles=np.where(active, tiles, zero),
+        waves=np.where(active, waves, zero),
+    )

@@ -1,0 +1,105 @@
+"""Design tables: turn user-level choices (preset or shape, hardware names, precision policies,
+deployment) into the numeric columns :func:`explorer.simulate.simulate` reads.
+
+Everything is broadcast to one length, so a single point and a million sampled points take the
+same path.  Text columns (``model``, ``hardware``, ``precision``) are mapped through their unique
+values, so the cost is per distinct value, not per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from explorer.errors import SpecError
+from explorer.hardware import Hardware, HardwareTable, load_hardware
+from explorer.model import SHAPE_COLUMNS, ModelShape, get_model
+from explorer.precision import FORMATS, TENSOR_FORMATS, compute_index, parse_precision, tensor_formats_needed
+
+_SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
+DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
+TEXT_COLUMNS = ("model", "hardware", "precision")
+
+
+def _length(values: Mapping[str, Any]) -> int:
+    n = 1
+    for k, v in values.items():
+        a = np.asarray(v)
+        if a.ndim > 1:
+            raise SpecError("design", k, f"expected a scalar or 1-D array, got shape {a.shape}")
+        if a.ndim == 1:
+            if n not in (1, len(a)):
+                raise SpecError("design", k, f"length {len(a)} does not match other columns ({n})")
+            n = len(a)
+    return n
+
+
+def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict[str, np.ndarray], HardwareTable]:
+    """Numeric design columns and the hardware table they index.
+
+    ``values`` holds, as scalars or 1-D arrays: ``hardware`` (names or paths), ``precision``
+    (policy names such as ``fp8``), ``isl``, ``osl``, ``batch``; optionally ``tp pp ep dp
+    moe_imbalance``; and either ``model`` (preset names) or shape columns (missing ones take
+    :class:`ModelShape` defaults).  Shape columns given alongside ``model`` override the preset.
+    """
+    n = _length(values)
+    out: dict[str, np.ndarray] = {}
+
+    def full(v: Any) -> np.ndarray:
+        a = np.asarray(v)
+        return np.broadcast_to(a, (n,)) if a.ndim == 0 else a
+
+    # shape
+    if "model" in values and values["model"] is not None:
+        names = full(values["model"]).astype(str)
+        uniq, inv = np.unique(names, return_inverse=True)
+        shapes = [get_model(u, where, "model").columns() for u in uniq]
+        for col in SHAPE_COLUMNS:
+            out[col] = np.array([sh[col] for sh in shapes], dtype=np.float64)[inv]
+    else:
+        for col in SHAPE_COLUMNS:
+            out[col] = np.full(n, float(_SHAPE_DEFAULTS[col]))
+    for col in SHAPE_COLUMNS:
+        if col in values and values[col] is not None:
+            out[col] = full(values[col]).astype(np.float64).copy()
+    # workload and deployment
+    for col in ("isl", "osl", "batch"):
+        if col not in values:
+            raise SpecError(where, col, "required")
+        out[col] = full(values[col]).astype(np.float64).copy()
+    for col, default in DEPLOY_DEFAULTS.items():
+        out[col] = full(values.get(col, default)).astype(np.float64).copy()
+    for col in ("hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "isl", "osl", "batch",
+                "tp", "pp", "ep", "dp"):
+        bad = ~(out[col] > 0)
+        if bad.any():
+            raise SpecError(where, col, f"must be > 0, got {out[col][bad][0]:g}")
+    # precision
+    precs = full(values.get("precision", "bf16"))
+    uniq_p, inv_p = np.unique(precs.astype(str), return_inverse=True)
+    parsed = [parse_precision(u, where, "precision") for u in uniq_p]
+    out["b_w"] = np.array([FORMATS[p.weights].bytes_per_element for p in parsed])[inv_p]
+    out["b_a"] = np.array([FORMATS[p.activations].bytes_per_element for p in parsed])[inv_p]
+    out["b_kv"] = np.array([FORMATS[p.kv_cache].bytes_per_element for p in parsed])[inv_p]
+    out["compute_fmt"] = np.array([compute_index(p) for p in parsed], dtype=np.int64)[inv_p]
+    out["fmt_mask"] = np.array(
+        [sum(1 << TENSOR_FORMATS.index(f) for f in tensor_formats_needed(p)) for p in parsed], dtype=np.int64
+    )[inv_p]
+    # hardware
+    hws = full(values["hardware"]) if "hardware" in values else None
+    if hws is None:
+        raise SpecError(where, "hardware", "required")
+    if hws.dtype == object and len(hws) and isinstance(hws[0], Hardware):
+        kinds = []
+        for h in hws.tolist():
+            if not any(h is k for k in kinds):
+                kinds.append(h)
+        out["hw_idx"] = np.array([next(i for i, k in enumerate(kinds) if k is h) for h in hws], dtype=np.int64)
+    else:
+        uniq_h, inv_h = np.unique(hws.astype(str), return_inverse=True)
+        kinds = [load_hardware(u) for u in uniq_h]
+        out["hw_idx"] = inv_h.astype(np.int64)
+    return out, HardwareTable(tuple(kinds))

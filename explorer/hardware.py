@@ -1,0 +1,202 @@
+"""Hardware specs: one GPU kind and its interconnect, loaded from ``hardware/<name>.yaml``.
+
+Files use human units (TFLOPS, GB, TB/s, GB/s, microseconds); :class:`Hardware` holds SI units
+(FLOP/s, bytes, bytes/s, seconds), converted once here.  Every section of a file carries a
+``source:``; efficiency factors say whether they are an assumption or a calibration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.errors import SpecError, unknown
+from explorer.precision import TENSOR_FORMATS
+from explorer.specio import Section, read_yaml
+from explorer.units import GB, GB_PER_S, TB_PER_S, TFLOPS, US
+
+#: Folder of the shipped hardware files (the repository's top-level ``hardware/``).
+HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware"
+
+EFFICIENCY_KEYS = ("compute", "memory", "network")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU kind, SI units.  ``peak_flops`` holds only the tensor formats the GPU supports natively."""
+
+    name: str
+    display_name: str
+    arch: str
+    peak_flops: dict[str, float]  # FLOP/s, dense, per tensor format
+    sms: int  # streaming multiprocessors (NVIDIA) or compute units (AMD)
+    gemm_tiles: tuple[tuple[int, int], ...]  # (Tm, Tn) output tiles the GEMM library can pick from
+    max_split_k: int  # largest split-K factor a skinny GEMM may use to fill the SMs
+    hbm_bytes: float
+    hbm_bw: float  # bytes/s
+    usable_fraction: float  # share of HBM the serving runtime may use
+    reserved_bytes: float  # runtime reserve (CUDA context, library workspaces)
+    scaleup_bw: float  # bytes/s per GPU per direction inside the NVLink/xGMI domain
+    scaleup_domain: int  # GPUs in one NVLink/xGMI domain
+    scaleup_latency_s: float  # per-hop latency of a collective step inside the domain
+    scaleout_bw: float  # bytes/s per GPU per direction across domains
+    scaleout_latency_s: float
+    kernel_launch_s: float  # per-kernel fixed cost (launch + tail) under CUDA graphs
+    step_overhead_s: float  # per decode step: scheduler, sampling, host sync
+    eta_compute: float  # achieved / peak FLOP/s on large GEMMs
+    eta_memory: float  # achieved / peak HBM bandwidth on streaming kernels
+    eta_network: float  # achieved / peak link bandwidth on large collectives
+    efficiency_kind: str  # 'assumption' or 'calibration'
+    aliases: tuple[str, ...] = ()
+    path: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def supports(self, tensor_format: str) -> bool:
+        return tensor_format in self.peak_flops
+
+    def with_efficiency(self, **factors: float) -> Hardware:
+        """A copy with other efficiency factors or overheads (used by calibration and tests)."""
+        return replace(self, **factors)
+
+
+def _load_file(path: Path) -> Hardware:
+    where = str(path)
+    data = read_yaml(path)
+    top = Section(data, where)
+    top.check_keys(
+        {"name", "display_name", "aliases", "arch", "compute", "memory", "interconnect", "overheads",
+         "efficiency", "notes"}
+    )
+    name = top.string("name")
+    aliases = top.raw("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(where, "aliases", f"expected a list of names, got {aliases!r}")
+
+    c = top.section("compute")
+    c.check_keys({"peak_TFLOPS", "sms", "gemm_tiles", "max_split_k", "source", "notes"})
+    c.string("source")
+    peaks_sec = c.section("peak_TFLOPS")
+    peaks_sec.check_keys(set(TENSOR_FORMATS) | {"int8"})
+    peak_flops = {}
+    for fmt in TENSOR_FORMATS:
+        v = peaks_sec.number(fmt, None, min_value=0, min_exclusive=True)
+        if v is not None:
+            peak_flops[fmt] = float(v) * TFLOPS
+    if "bf16" not in peak_flops and "fp16" not in peak_flops:
+        raise SpecError(where, "compute.peak_TFLOPS", "needs at least bf16 or fp16")
+    tiles_raw = c.raw("gemm_tiles")
+    if not isinstance(tiles_raw, list) or not tiles_raw:
+        raise SpecError(where, "compute.gemm_tiles", f"expected a list of [Tm, Tn] pairs, got {tiles_raw!r}")
+    tiles = []
+    for i, t in enumerate(tiles_raw):
+        if not (isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) and x > 0 for x in t)):
+            raise SpecError(where, f"compute.gemm_tiles[{i}]", f"expected [Tm, Tn] positive integers, got {t!r}")
+        tiles.append((int(t[0]), int(t[1])))
+
+    m = top.section("memory")
+    m.check_keys({"hbm_GB", "hbm_TB_per_s", "usable_fraction", "reserved_GB", "source", "notes"})
+    m.string("source")
+    n = top.section("interconnect")
+    n.check_keys(
+        {"scaleup_GB_per_s", "scaleup_domain", "scaleup_latency_us", "scaleout_GB_per_s",
+         "scaleout_latency_us", "source", "notes"}
+    )
+    n.string("source")
+    o = top.section("overheads")
+    o.check_keys({"kernel_launch_us", "step_us", "source", "notes"})
+    o.string("source")
+    e = top.section("efficiency")
+    e.check_keys(set(EFFICIENCY_KEYS) | {"kind", "source", "notes", "calibration"})
+    e.string("source")
+    kind = e.string("kind", choices={"assumption", "calibration"})
+
+    return Hardware(
+        name=name,
+        display_name=top.string("display_name", name),
+        arch=top.string("arch"),
+        peak_flops=peak_flops,
+        sms=c.number("sms", integer=True, min_value=1),
+        gemm_tiles=tuple(tiles),
+        max_split_k=c.number("max_split_k", 16, integer=True, min_value=1),
+        hbm_bytes=m.number("hbm_GB", min_value=0, min_exclusive=True) * GB,
+        hbm_bw=m.number("hbm_TB_per_s", min_value=0, min_exclusive=True) * TB_PER_S,
+        usable_fraction=m.number("usable_fraction", min_value=0, max_value=1, min_exclusive=True),
+        reserved_bytes=m.number("reserved_GB", min_value=0) * GB,
+        scaleup_bw=n.number("scaleup_GB_per_s", min_value=0, min_exclusive=True) * GB_PER_S,
+        scaleup_domain=n.number("scaleup_domain", integer=True, min_value=1),
+        scaleup_latency_s=n.number("scaleup_latency_us", min_value=0) * US,
+        scaleout_bw=n.number("scaleout_GB_per_s", min_value=0, min_exclusive=True) * GB_PER_S,
+        scaleout_latency_s=n.number("scaleout_latency_us", min_value=0) * US,
+        kernel_launch_s=o.number("kernel_launch_us", min_value=0) * US,
+        step_overhead_s=o.number("step_us", min_value=0) * US,
+        eta_compute=e.number("compute", min_value=0, max_value=1, min_exclusive=True),
+        eta_memory=e.number("memory", min_value=0, max_value=1, min_exclusive=True),
+        eta_network=e.number("network", min_value=0, max_value=1, min_exclusive=True),
+        efficiency_kind=kind,
+        aliases=tuple(a.lower() for a in aliases),
+        path=where,
+        raw=dict(data),
+    )
+
+
+_CACHE: dict[str, Hardware] = {}
+
+
+def hardware_files(directory: Path = HARDWARE_DIR) -> list[Path]:
+    return sorted(directory.glob("*.yaml"))
+
+
+def list_hardware(directory: Path = HARDWARE_DIR) -> list[Hardware]:
+    """Every shipped hardware file, parsed (a malformed file raises, naming itself)."""
+    return [load_hardware(str(p)) for p in hardware_files(directory)]
+
+
+def load_hardware(name_or_path: str | Hardware) -> Hardware:
+    """A hardware kind by name or alias (``h200``, ``b200``) or by path to a YAML file."""
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    key = str(name_or_path)
+    if key in _CACHE:
+        return _CACHE[key]
+    p = Path(key)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        hw = _load_file(p)
+        _CACHE[key] = hw
+        return hw
+    lname = key.lower()
+    direct = HARDWARE_DIR / f"{lname}.yaml"
+    if direct.exists():
+        hw = _load_file(direct)
+        _CACHE[key] = hw
+        return hw
+    names: list[str] = []
+    for f in hardware_files():
+        hw = _load_file(f)
+        names.append(hw.name)
+        if lname == hw.name or lname in hw.aliases:
+            _CACHE[key] = hw
+            return hw
+    raise unknown("--hardware", None, "hardware", name_or_path, names)
+
+
+@dataclass(frozen=True)
+class HardwareTable:
+    """Several hardware kinds stacked into arrays, so design points can index them by ``hw_idx``."""
+
+    kinds: tuple[Hardware, ...]
+
+    def column(self, attr: str) -> np.ndarray:
+        return np.array([float(getattr(h, attr)) for h in self.kinds])
+
+    def peak_matrix(self) -> np.ndarray:
+        """[n_kinds, n_tensor_formats] FLOP/s; NaN where a format is unsupported."""
+        return np.array([[h.peak_flops.get(f, np.nan) for f in TENSOR_FORMATS] for h in self.kinds])
+
+    def index(self, name: str) -> int:
+        for i, h in enumerate(self.kinds):
+            if h.name == name:
+                return i
+        raise KeyError(name)

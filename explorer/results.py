@@ -1,0 +1,83 @@
+"""Results tables: one row per design point, every parameter, every figure, feasibility and reason.
+
+This is the hand-off between the simulator and everything after it (search, grid, frontier,
+report, validation).  Column names are the contract:
+
+* parameters: ``model`` (preset name or ``custom``), ``hardware``, ``precision``, the shape columns
+  of :data:`explorer.model.SHAPE_COLUMNS`, ``isl osl batch tp pp ep dp``;
+* figures: ``tokens_per_s_per_gpu tokens_per_s_per_user ttft_s tpot_s gpus memory_bytes_per_gpu
+  memory_capacity_bytes weights_bytes_per_gpu kv_bytes_per_gpu params_total params_active``;
+* breakdown (seconds per output token): ``t_gemm_s t_attention_s t_moe_s t_comm_s t_prefill_s
+  t_overhead_s``; bounds ``gemm_bound_compute`` ...;
+* ``feasible`` (bool) and ``reason`` (text, empty when feasible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.hardware import HardwareTable
+from explorer.model import SHAPE_COLUMNS
+from explorer.simulate import REASONS
+
+PARAM_COLUMNS = ("model", "hardware", "precision") + SHAPE_COLUMNS + ("isl", "osl", "batch", "tp", "pp", "ep", "dp")
+OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
+_INT_COLUMNS = set(SHAPE_COLUMNS) | {"isl", "osl", "batch", "tp", "pp", "ep", "dp", "reason_code", "gpus"}
+_DROP = {"b_w", "b_a", "b_kv", "compute_fmt", "fmt_mask", "hw_idx", "moe_imbalance"}
+
+
+def reasons_vector(design: Mapping[str, np.ndarray], res: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Reason text for every row, with the numbers that break the rule (vectorized per code)."""
+    code = np.asarray(res["reason_code"])
+    out = np.full(len(code), "", dtype=object)
+    for c in np.unique(code):
+        if c == 0:
+            continue
+        m = code == c
+        if c == 6:
+            need = res["memory_bytes_per_gpu"][m] / 1e9
+            cap = res["memory_capacity_bytes"][m] / 1e9
+            w = res["weights_bytes_per_gpu"][m] / 1e9
+            kv = res["kv_bytes_per_gpu"][m] / 1e9
+            out[m] = [f"out of memory: needs {a:.1f} GB per GPU (weights {b:.1f}, KV {c_:.1f}), has {d:.1f} GB"
+                      for a, b, c_, d in zip(need, w, kv, cap, strict=True)]
+        elif c == 2:
+            out[m] = [f"tp={int(t)} does not divide heads={int(h)}/kv_heads={int(k)}" for t, h, k in
+                      zip(design["tp"][m], design["heads"][m], design["kv_heads"][m], strict=True)]
+        elif c == 3:
+            out[m] = [f"pp={int(p)} exceeds layers={int(n)}" for p, n in zip(design["pp"][m], design["layers"][m], strict=True)]
+        elif c == 5:
+            out[m] = [f"tp={int(t)} does not divide ffn={int(f)}" for t, f in zip(design["tp"][m], design["ffn"][m], strict=True)]
+        else:
+            out[m] = REASONS[int(c)]
+    return out
+
+
+def results_frame(
+    design: Mapping[str, np.ndarray],
+    table: HardwareTable,
+    res: Mapping[str, np.ndarray],
+    text: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """One DataFrame row per design point.  ``text`` supplies ``model``/``precision`` labels
+    (scalars or arrays); ``hardware`` comes from the table."""
+    n = len(res["feasible"])
+    cols: dict[str, Any] = {}
+    text = dict(text or {})
+    cols["model"] = np.broadcast_to(np.asarray(text.get("model", "custom"), dtype=object), (n,))
+    cols["hardware"] = np.array([h.name for h in table.kinds], dtype=object)[np.asarray(design["hw_idx"], dtype=int)]
+    cols["precision"] = np.broadcast_to(np.asarray(text.get("precision", ""), dtype=object), (n,))
+    for k in PARAM_COLUMNS[3:]:
+        cols[k] = np.asarray(design[k]).astype(np.int64)
+    for k, v in res.items():
+        if k in _DROP:
+            continue
+        cols[k] = np.asarray(v).astype(np.int64) if k in _INT_COLUMNS else np.asarray(v)
+    cols["reason"] = reasons_vector(design, res)
+    df = pd.DataFrame(cols)
+    df["feasible"] = df["feasible"].astype(bool)
+    return df
