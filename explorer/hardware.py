@@ -46,9 +46,11 @@ class Hardware:
     scaleout_latency_s: float
     kernel_launch_s: float  # per-kernel fixed cost (launch + tail) under CUDA graphs
     step_overhead_s: float  # per decode step: scheduler, sampling, host sync
+    per_sequence_s: float  # per sequence per decode step: host-side bookkeeping of the serving runtime
     eta_compute: float  # achieved / peak FLOP/s on large GEMMs
     eta_memory: float  # achieved / peak HBM bandwidth on streaming kernels
     eta_network: float  # achieved / peak link bandwidth on large collectives
+    eta_moe: float  # extra efficiency of grouped expert GEMMs (routing, permutation, uneven groups)
     efficiency_kind: str  # 'assumption' or 'calibration'
     aliases: tuple[str, ...] = ()
     path: str = ""
@@ -106,10 +108,10 @@ def _load_file(path: Path) -> Hardware:
     )
     n.string("source")
     o = top.section("overheads")
-    o.check_keys({"kernel_launch_us", "step_us", "source", "notes"})
+    o.check_keys({"kernel_launch_us", "step_us", "per_sequence_us", "source", "notes"})
     o.string("source")
     e = top.section("efficiency")
-    e.check_keys(set(EFFICIENCY_KEYS) | {"kind", "source", "notes", "calibration"})
+    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "kind", "source", "notes", "calibration"})
     e.string("source")
     kind = e.string("kind", choices={"assumption", "calibration"})
 
@@ -132,9 +134,11 @@ def _load_file(path: Path) -> Hardware:
         scaleout_latency_s=n.number("scaleout_latency_us", min_value=0) * US,
         kernel_launch_s=o.number("kernel_launch_us", min_value=0) * US,
         step_overhead_s=o.number("step_us", min_value=0) * US,
+        per_sequence_s=o.number("per_sequence_us", 0.0, min_value=0) * US,
         eta_compute=e.number("compute", min_value=0, max_value=1, min_exclusive=True),
         eta_memory=e.number("memory", min_value=0, max_value=1, min_exclusive=True),
         eta_network=e.number("network", min_value=0, max_value=1, min_exclusive=True),
+        eta_moe=e.number("moe", 1.0, min_value=0, max_value=1, min_exclusive=True),
         efficiency_kind=kind,
         aliases=tuple(a.lower() for a in aliases),
         path=where,

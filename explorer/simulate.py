@@ -102,6 +102,8 @@ class _HW:
         self.launch = g("kernel_launch_s")
         self.step_overhead = g("step_overhead_s")
         self.eta_c, self.eta_m, self.eta_n = g("eta_compute"), g("eta_memory"), g("eta_network")
+        self.eta_moe = g("eta_moe")
+        self.per_seq = g("per_sequence_s")
         peaks = table.peak_matrix()  # [kinds, formats]
         self.peak = peaks[idx, compute_fmt.astype(np.int64)]
         self.peak_attn = peaks[idx, act_fmt_cap.astype(np.int64)]
@@ -114,11 +116,12 @@ class _HW:
             [sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds], dtype=np.int64
         )[idx]
 
-    def gemm(self, M, N, K, b_a, b_w, b_out, groups=1.0, peak=None):
+    def gemm(self, M, N, K, b_a, b_w, b_out, groups=1.0, peak=None, moe=False):
+        f = self.eta_moe if moe else 1.0
         return gemm_cost(
             M, N, K, b_a, b_w, b_out, peak_flops=self.peak if peak is None else peak, hbm_bw=self.hbm_bw,
             sms=self.sms, tiles_m=self.tiles_m, tiles_n=self.tiles_n, max_split_k=self.max_split_k,
-            eta_c=self.eta_c, eta_m=self.eta_m, launch_s=0.0, groups=groups,
+            eta_c=self.eta_c * f, eta_m=self.eta_m * f, launch_s=0.0, groups=groups,
         )
 
 
@@ -191,8 +194,8 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
     touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
     pairs_gpu = T_tot * s.k / s.e * s.imb
     m_e = np.where(is_moe, pairs_gpu / np.maximum(touched, 1e-9), 0.0)
-    eup = hw.gemm(m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, groups=touched)
-    edown = hw.gemm(m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, groups=touched)
+    eup = hw.gemm(m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, groups=touched, moe=True)
+    edown = hw.gemm(m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, groups=touched, moe=True)
     router = hw.gemm(np.where(is_moe, M, 0.0), s.E, H, s.b_a, EMBED_BYTES, 4.0, peak=hw.bf16_peak)
     shared_w = s.Es * s.Fs / t
     sup = hw.gemm(np.where(shared_w > 0, M, 0.0), s.g * shared_w, H, s.b_a, s.b_w, s.b_a)
@@ -269,16 +272,19 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict[str, np.
     st_dec = _stage_time(s, dec, lm_dec, hw)
     p = s.p
     T_stage_mixed = sum(st_mixed.values())
-    T_token = p * T_stage_mixed + (p - 1.0) * t_p2p + hw.step_overhead
+    # host work per token: a fixed step cost plus bookkeeping of each sequence a scheduler (one per
+    # attention data-parallel rank) carries
+    t_host = hw.step_overhead + hw.per_seq * s.B / s.dp
+    T_token = p * T_stage_mixed + (p - 1.0) * t_p2p + t_host
     # breakdown per token: decode-only components, prefill = the rest
     bd = {k: p * st_dec[k] for k in ("gemm", "attention", "moe", "comm", "overhead")}
     bd["comm"] = bd["comm"] + (p - 1.0) * t_p2p
-    bd["overhead"] = bd["overhead"] + hw.step_overhead
+    bd["overhead"] = bd["overhead"] + t_host
     bd["prefill"] = np.maximum(T_token - sum(bd.values()), 0.0)
 
     st_ttft = _stage_time(s, ttft_pl, lm_ttft, hw)
     t_p2p_pf = np.where(s.p > 1, p2p_s(s.isl * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)
-    ttft = p * sum(st_ttft.values()) + (p - 1.0) * t_p2p_pf + hw.step_overhead
+    ttft = p * sum(st_ttft.values()) + (p - 1.0) * t_p2p_pf + hw.step_overhead + hw.per_seq
 
     # --- memory per GPU (worst stage)
     cnt = s.counts

@@ -1,0 +1,41 @@
+"""``explorer calibrate``: fit a hardware file's efficiency factors to the measurements on it."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit efficiency factors and overheads of a hardware file",
+                       description="Bounded least squares on log error over every supported measurement on "
+                                   "the hardware; --write records the fit in the hardware YAML.")
+    p.add_argument("--hardware", required=True, help="hardware name, or 'all' for every kind with cases")
+    p.add_argument("--measurements", default=None, help="YAML file (default: validation/measurements.yaml)")
+    p.add_argument("--write", action="store_true", help="record the fitted values in the hardware YAML")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from explorer.calibrate import calibrate, format_fit, write_fit
+    from explorer.validate import DEFAULT_MEASUREMENTS, load_cases
+
+    path = args.measurements or DEFAULT_MEASUREMENTS
+    cases = load_cases(path)
+    if args.hardware == "all":
+        names = sorted({c.hardware for c in cases if c.supported and c.hardware})
+    else:
+        names = [args.hardware]
+    out = []
+    for name in names:
+        fit = calibrate(name, path, cases=load_cases(path))
+        if args.write:
+            written = write_fit(fit, path)
+            if not args.json:
+                print(f"wrote {written}")
+        out.append(fit.summary())
+        if not args.json:
+            print(format_fit(fit))
+    if args.json:
+        print(json.dumps(out if len(out) > 1 else out[0], indent=1))
+    return 0

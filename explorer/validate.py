@@ -1,0 +1,413 @@
+"""Validation against published measurements (DESIGN.md section 8).
+
+Every case of a measurements YAML (the shape of ``validation/measurements.yaml``) is mapped to a
+design point or a kernel, predicted with the same simulator, converted to the case's own unit and
+compared: ``error = predicted / measured - 1``.  Cases the model cannot represent are listed with
+the reason and counted; none is dropped silently.
+
+Mapping rules (each one a documented assumption):
+
+* ``tp: null`` with ``ep: n`` is TensorRT-LLM's "DEPn": attention data-parallel ``n`` and expert
+  parallel ``n`` (``t=1, dp=n, e=n``).  A dense model with ``tp`` given uses ``t=tp``.
+* ``max (saturated)`` is the highest-throughput feasible batch within :class:`~explorer.simulate.Limits`
+  (TensorRT-LLM defaults: 2048 sequences and 8192 tokens per step per attention group), over a
+  geometric grid of batches (ratio 2^(1/4)).
+* ``output_throughput_total`` / ``output_throughput`` are per TP group: divided by ``num_gpus``.
+* ``osl: null`` (gpt-fast) means its default of 200 generated tokens.
+* Precision labels map to policies: NVFP4 -> fp4 (FP8 KV), FP8 -> fp8, "FP4 (MXFP4 MoE weights)"
+  -> fp4 on Blackwell, INT8/INT4 weight-only -> w8a16/w4a16, BF16/FP16 as is.  Mixed recipes
+  (NVFP4 MoE with BF16 attention) use fp4 for all weights: optimistic for attention weights.
+* GEMM cases run :func:`explorer.costs.gemm.gemm_cost` with bf16 outputs; STREAM triad is the
+  achievable bandwidth ``hbm_bw * eta_memory``; NCCL all-reduce bus bandwidth is
+  ``size * 2(n-1)/n / t_allreduce``.  Message sizes use decimal units (1M = 1e6 bytes).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.costs.comm import allreduce_s, link
+from explorer.costs.gemm import gemm_cost
+from explorer.design import build_design
+from explorer.errors import ExplorerError, SpecError
+from explorer.hardware import Hardware, load_hardware
+from explorer.model import get_preset
+from explorer.precision import FORMATS, TENSOR_FORMATS
+from explorer.simulate import Limits, simulate
+from explorer.specio import read_yaml
+
+DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
+CASE_KEYS = {"id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "isl", "osl",
+             "concurrency_or_batch", "metric", "value", "unit", "source", "notes", "trust"}
+#: Batches tried for "max": 1 .. 16384 in steps of 2^(1/4).
+MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
+GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
+
+INFERENCE_METRICS = {
+    "output_throughput_per_gpu": ("tokens_per_s_per_gpu", {"tok/s/gpu"}),
+    "output_tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", {"tok/s/gpu"}),
+    "output_throughput_total": ("tokens_per_s_total", {"tok/s"}),
+    "output_throughput": ("tokens_per_s_total", {"tok/s"}),
+    "decode_tokens_per_s_per_user": ("tokens_per_s_per_user", {"tok/s/user"}),
+    "first_token_latency": ("ttft_ms", {"ms"}),
+}
+KERNEL_METRICS = {
+    "gemm_achieved_tflops": {"tflops"},
+    "hbm_achieved_bandwidth": {"tb/s"},
+    "nccl_allreduce_busbw": {"gb/s"},
+}
+
+
+@dataclass
+class Case:
+    id: str
+    metric: str
+    unit: str
+    measured: float
+    kind: str = "inference"  # inference | gemm | hbm | allreduce
+    regime: str = ""
+    supported: bool = True
+    reason: str = ""
+    hardware: str = ""
+    values: dict[str, Any] = field(default_factory=dict)  # design values (inference) or kernel args
+    saturated: bool = False
+    num_gpus: int = 1
+    trust: str = ""
+    chosen_batch: int | None = None  # set by predict() for 'max' cases
+    note: str = ""
+
+
+def _precision(label: Any, hw: Hardware) -> str:
+    s = str(label).lower()
+    if "int4" in s:
+        return "w4a16"
+    if "int8" in s:
+        return "w8a16"
+    if "fp4" in s:  # NVFP4, MXFP4, "FP4 (MXFP4 MoE weights)", "NVFP4 MoE ..."
+        return "fp4"
+    if "fp8" in s:
+        return "fp8"
+    if "bf16" in s:
+        return "bf16"
+    if "fp16" in s:
+        return "fp16"
+    raise ValueError(f"unrecognised precision '{label}'")
+
+
+def _gpu(label: Any) -> Hardware:
+    name = re.sub(r"\(.*?\)", "", str(label)).strip().lower()
+    return load_hardware(name)
+
+
+def _size_bytes(text: str) -> float:
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)\s*B?\s*", str(text), re.I)
+    if not m:
+        raise ValueError(f"cannot read message size '{text}'")
+    return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2).upper()]
+
+
+def parse_case(raw: Any, index: int) -> Case:
+    """Map one raw entry to a :class:`Case`; problems become ``supported=False`` with a reason."""
+    if not isinstance(raw, dict):
+        return Case(f"#{index}", "?", "?", float("nan"), supported=False, reason=f"entry is not a mapping: {raw!r}")
+    cid = str(raw.get("id") or f"#{index}")
+    metric = str(raw.get("metric"))
+    unit = str(raw.get("unit"))
+    case = Case(cid, metric, unit, float("nan"), trust=str(raw.get("trust", "")))
+    try:
+        extra = set(raw) - CASE_KEYS
+        if extra:
+            raise ValueError(f"unknown key(s) {sorted(extra)}")
+        value = raw.get("value")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"value must be a positive number, got {value!r}")
+        case.measured = float(value)
+        hw = _gpu(raw.get("gpu"))
+        case.hardware = hw.name
+        conc = raw.get("concurrency_or_batch")
+        if metric in KERNEL_METRICS:
+            if unit.lower() not in KERNEL_METRICS[metric]:
+                raise ValueError(f"unit '{unit}' does not fit metric {metric}")
+            if metric == "gemm_achieved_tflops":
+                dims = [int(x) for x in str(conc).lower().split("x")]
+                if len(dims) != 3:
+                    raise ValueError(f"GEMM shape must be MxNxK, got '{conc}'")
+                case.kind, case.regime = "gemm", "kernel_gemm"
+                case.values = {"m": dims[0], "n": dims[1], "k": dims[2], "fmt": _precision(raw.get("precision"), hw)}
+            elif metric == "hbm_achieved_bandwidth":
+                case.kind, case.regime = "hbm", "kernel_hbm"
+            else:
+                case.kind, case.regime = "allreduce", "kernel_allreduce"
+                case.values = {"bytes": _size_bytes(conc), "n": int(raw.get("num_gpus") or 8)}
+            return case
+        if metric not in INFERENCE_METRICS:
+            raise ValueError(f"unknown metric '{metric}'; known: {sorted(INFERENCE_METRICS) + sorted(KERNEL_METRICS)}")
+        if unit.lower() not in INFERENCE_METRICS[metric][1]:
+            raise ValueError(f"unit '{unit}' does not fit metric {metric}")
+        preset = get_preset(str(raw.get("model")), cid, "model")
+        prec = _precision(raw.get("precision"), hw)
+        notes = str(raw.get("notes", "")).lower()
+        if re.search(r"(?<!no)mtp", cid.lower()) or ("mtp" in notes and "without mtp" not in notes):
+            raise ValueError("needs speculative decoding (MTP) acceptance, which the simulator does not model yet")
+        isl, osl = raw.get("isl"), raw.get("osl")
+        if isl is None:
+            raise ValueError("workload not stated (isl missing)")
+        if osl is None:
+            if metric != "decode_tokens_per_s_per_user":
+                raise ValueError("workload not stated (osl missing)")
+            osl = GPTFAST_DEFAULT_OSL
+        n_gpus = int(raw.get("num_gpus") or 1)
+        tp, ep, pp = raw.get("tp"), raw.get("ep"), raw.get("pp") or 1
+        experts = preset.shape.experts
+        if tp is None and ep:
+            t, dp, e = 1, int(ep), int(ep)
+        else:
+            t = int(tp or 1)
+            dp = 1
+            e = int(ep) if (ep and experts) else 1
+        case.num_gpus = n_gpus
+        if t * dp * int(pp) != n_gpus:
+            raise ValueError(f"tp*dp*pp = {t * dp * int(pp)} does not match num_gpus = {n_gpus}")
+        case.values = {"model": preset.shape.name, "precision": prec, "isl": int(isl), "osl": int(osl),
+                       "tp": t, "pp": int(pp), "ep": e, "dp": dp}
+        if isinstance(conc, str) and conc.strip().lower().startswith("max"):
+            case.saturated = True
+            case.regime = "saturated_throughput"
+        elif isinstance(conc, int) and conc > 0:
+            case.values["batch"] = conc
+            if metric == "first_token_latency":
+                case.regime = "ttft"
+            elif conc == 1:
+                case.regime = "decode_latency"
+            else:
+                case.regime = "fixed_batch_throughput"
+        else:
+            raise ValueError(f"concurrency_or_batch '{conc}' is neither a batch nor 'max'")
+        if metric == "first_token_latency":
+            case.regime = "ttft"
+        return case
+    except (ValueError, TypeError, ExplorerError) as e:
+        case.supported = False
+        case.reason = str(e)
+        return case
+
+
+def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
+    """Read a measurements file.  An unreadable file raises SpecError; bad cases are kept, unsupported."""
+    data = read_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("measurements"), list):
+        raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list")
+    cases = [parse_case(raw, i) for i, raw in enumerate(data["measurements"])]
+    seen: set[str] = set()
+    for c in cases:
+        if c.id in seen and c.supported:
+            c.supported, c.reason = False, f"duplicate id '{c.id}'"
+        seen.add(c.id)
+    return cases
+
+
+# --------------------------------------------------------------------------------------- predict
+
+
+def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
+    field_ = INFERENCE_METRICS[case.metric][0]
+    if field_ == "tokens_per_s_total":
+        return float(res["tokens_per_s_per_gpu"][i]) * case.num_gpus
+    if field_ == "ttft_ms":
+        return float(res["ttft_s"][i]) * 1e3
+    return float(res[field_][i])
+
+
+def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
+            limits: Limits = Limits()) -> np.ndarray:
+    """Predicted value (in each case's unit) for every case; NaN for unsupported ones.
+
+    ``hardware`` overrides kinds by name (calibration passes candidate factors this way).
+    All inference cases are scored in one vectorized simulator call.
+    """
+    hw_of = dict(hardware or {})
+
+    def hw(name: str) -> Hardware:
+        if name not in hw_of:
+            hw_of[name] = load_hardware(name)
+        return hw_of[name]
+
+    out = np.full(len(cases), np.nan)
+    rows: dict[str, list[Any]] = {}
+    owner: list[int] = []
+    for ci, c in enumerate(cases):
+        if not c.supported or c.kind != "inference":
+            continue
+        batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
+        for b in batches:
+            for k, v in c.values.items():
+                if k != "batch":
+                    rows.setdefault(k, []).append(v)
+            rows.setdefault("batch", []).append(int(b))
+            rows.setdefault("hardware", []).append(hw(c.hardware))
+            owner.append(ci)
+    if owner:
+        vals = {k: (np.array(v, dtype=object) if k in ("hardware", "model", "precision") else np.array(v))
+                for k, v in rows.items()}
+        design, table = build_design(vals, "validate")
+        res = simulate(design, table)
+        owner_a = np.array(owner)
+        per_group = design["batch"] / design["dp"]
+        tok_step = per_group / design["pp"] * (1 + design["isl"] / design["osl"])
+        within = (per_group <= limits.max_batch_per_group) & (tok_step <= limits.max_tokens_per_step)
+        for ci in np.unique(owner_a):
+            idx = np.flatnonzero(owner_a == ci)
+            c = cases[ci]
+            if c.saturated:
+                ok = idx[res["feasible"][idx] & within[idx]]
+                if len(ok) == 0:
+                    c.supported, c.reason = False, "no feasible batch (out of memory at batch 1?)"
+                    continue
+                best = ok[np.argmax(res["tokens_per_s_per_gpu"][ok])]
+                c.chosen_batch = int(design["batch"][best])
+                out[ci] = _convert(c, res, best)
+            else:
+                i = idx[0]
+                if not res["feasible"][i]:
+                    c.note = f"the design point is infeasible in the model (reason code {int(res['reason_code'][i])})"
+                out[ci] = _convert(c, res, i)
+    for ci, c in enumerate(cases):
+        if not c.supported or c.kind == "inference":
+            continue
+        h = hw(c.hardware)
+        if c.kind == "gemm":
+            v = c.values
+            fmt = FORMATS[v["fmt"] if v["fmt"] in FORMATS else "bf16"]
+            tfmt = fmt.tensor or "bf16"
+            peak = h.peak_flops.get(tfmt)
+            if peak is None:
+                c.supported, c.reason = False, f"{h.name} has no {tfmt} tensor cores"
+                continue
+            tiles = np.array([t for t in h.gemm_tiles], dtype=float)
+            g = gemm_cost(np.array([v["m"]]), np.array([v["n"]]), np.array([v["k"]]), fmt.bytes_per_element,
+                          fmt.bytes_per_element, 2.0, peak_flops=np.array([peak]), hbm_bw=np.array([h.hbm_bw]),
+                          sms=np.array([float(h.sms)]), tiles_m=tiles[None, :, 0], tiles_n=tiles[None, :, 1],
+                          max_split_k=np.array([float(h.max_split_k)]), eta_c=np.array([h.eta_compute]),
+                          eta_m=np.array([h.eta_memory]), launch_s=np.array([h.kernel_launch_s]))
+            out[ci] = 2.0 * v["m"] * v["n"] * v["k"] / float(g.time_s[0]) / 1e12
+        elif c.kind == "hbm":
+            out[ci] = h.hbm_bw * h.eta_memory / 1e12
+        elif c.kind == "allreduce":
+            n = np.array([float(c.values["n"])])
+            size = c.values["bytes"]
+            bw, lat = link(n, np.array([float(h.scaleup_domain)]), h.scaleup_bw, h.scaleup_latency_s,
+                           h.scaleout_bw, h.scaleout_latency_s)
+            t = float(allreduce_s(size, n, bw, lat, h.eta_network)[0]) + h.kernel_launch_s
+            out[ci] = size * 2.0 * (n[0] - 1.0) / n[0] / t / 1e9
+    return out
+
+
+def ideal(hw: Hardware) -> Hardware:
+    """The physical roofline of a GPU: every efficiency 1, no launch or step overheads."""
+    return hw.with_efficiency(eta_compute=1.0, eta_memory=1.0, eta_network=1.0, eta_moe=1.0, kernel_launch_s=0.0,
+                              step_overhead_s=0.0, per_sequence_s=0.0)
+
+
+# --------------------------------------------------------------------------------------- report
+
+LOWER_IS_BETTER = {"first_token_latency"}
+
+
+def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardware] | None = None) -> dict[str, Any]:
+    """Predict every case and summarise the errors (JSON-ready)."""
+    cases = load_cases(path)
+    pred = predict(cases, hardware)
+    names = {c.hardware for c in cases if c.supported and c.hardware}
+    roof = predict(cases, {n: ideal((hardware or {}).get(n) or load_hardware(n)) for n in names})
+    rows = []
+    for c, p, r in zip(cases, pred, roof, strict=True):
+        ok = c.supported and math.isfinite(p)
+        row = {
+            "id": c.id, "metric": c.metric, "unit": c.unit, "measured": c.measured,
+            "predicted": float(p) if ok else None,
+            "error": float(p / c.measured - 1.0) if ok else None,
+            "supported": bool(ok), "reason": c.reason, "regime": c.regime, "hardware": c.hardware,
+            "kind": c.kind, "trust": c.trust,
+        }
+        if ok and c.kind == "inference":
+            row["roofline"] = float(r)
+            better = (p < r * (1 - 1e-9)) if c.metric in LOWER_IS_BETTER else (p > r * (1 + 1e-9))
+            row["above_roofline"] = bool(better)
+            if c.chosen_batch is not None:
+                row["batch"] = c.chosen_batch
+            if c.note:
+                row["note"] = c.note
+        rows.append(row)
+    return {"cases": rows, "summary": summarize(rows)}
+
+
+def _stats(errors: list[float]) -> dict[str, Any]:
+    if not errors:
+        return {"n": 0}
+    a = np.abs(np.array(errors))
+    lg = np.abs(np.log1p(np.array(errors)))
+    return {
+        "n": len(errors),
+        "median_abs_error": float(np.median(a)),
+        "p90_abs_error": float(np.percentile(a, 90)),
+        "median_signed_error": float(np.median(errors)),
+        "median_abs_log_error": float(np.median(lg)),
+        "p90_abs_log_error": float(np.percentile(lg, 90)),
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    sup = [r for r in rows if r["supported"]]
+    inf = [r for r in sup if r["kind"] == "inference"]
+    out: dict[str, Any] = {
+        "cases": len(rows),
+        "supported": len(sup),
+        "supported_share": len(sup) / len(rows) if rows else 0.0,
+        "unsupported": [{"id": r["id"], "reason": r["reason"]} for r in rows if not r["supported"]],
+        "inference": _stats([r["error"] for r in inf]),
+        "all": _stats([r["error"] for r in sup]),
+        "above_roofline": [r["id"] for r in inf if r.get("above_roofline")],
+        "by_regime": {}, "by_metric": {}, "by_hardware": {},
+    }
+    for key, col in (("by_regime", "regime"), ("by_metric", "metric"), ("by_hardware", "hardware")):
+        for v in sorted({r[col] for r in sup}):
+            out[key][v] = _stats([r["error"] for r in sup if r[col] == v])
+    return out
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [f"{'case':44s} {'metric':30s} {'measured':>10s} {'predicted':>10s} {'error':>8s}  regime"]
+    for r in result["cases"]:
+        if r["supported"]:
+            flag = "  ABOVE ROOFLINE" if r.get("above_roofline") else ""
+            lines.append(f"{r['id'][:44]:44s} {r['metric'][:30]:30s} {r['measured']:10.4g} {r['predicted']:10.4g} "
+                         f"{r['error']:+8.1%}  {r['regime']}{flag}")
+    s = result["summary"]
+    lines.append("")
+    lines.append(f"supported {s['supported']}/{s['cases']} ({s['supported_share']:.0%}); unsupported:")
+    for u in s["unsupported"]:
+        lines.append(f"  {u['id']}: {u['reason']}")
+    lines.append("")
+    lines.append(f"{'group':34s} {'n':>3s} {'median|err|':>11s} {'p90|err|':>9s} {'median err':>10s}")
+
+    def line(name: str, st: dict[str, Any]) -> None:
+        if st.get("n"):
+            lines.append(f"{name:34s} {st['n']:3d} {st['median_abs_error']:11.1%} {st['p90_abs_error']:9.1%} "
+                         f"{st['median_signed_error']:+10.1%}")
+
+    line("inference (all)", s["inference"])
+    line("all supported", s["all"])
+    for key in ("by_regime", "by_metric", "by_hardware"):
+        for k, st in s[key].items():
+            line(f"{key[3:]}: {k}", st)
+    lines.append(f"predictions above the physical roofline: {len(s['above_roofline'])}")
+    return "\n".join(lines)
+
+
+__all__ = ["validate", "predict", "load_cases", "parse_case", "Case", "format_table", "TENSOR_FORMATS"]
