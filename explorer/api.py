@@ -11,7 +11,7 @@ from explorer.errors import SpecError
 from explorer.hardware import load_hardware
 from explorer.model import ModelShape, get_preset
 from explorer.precision import parse_precision
-from explorer.simulate import COMPONENTS, REASONS, Limits, reason_text, simulate
+from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, REASONS, Limits, reason_text, simulate
 
 #: Candidate batches ``--batch max`` tries besides the memory-limited maximum.
 BATCH_CANDIDATES = np.unique(np.concatenate([2 ** np.arange(0, 14), 3 * 2 ** np.arange(0, 12)]))
@@ -65,7 +65,7 @@ def evaluate(
     dp: int = 1,
     precision: str = "bf16",
     shape: dict[str, Any] | None = None,
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
     hw_override=None,
 ) -> dict[str, Any]:
     """Score one design point; ``batch='max'`` picks the highest-throughput feasible batch.

@@ -9,7 +9,7 @@ values, so the cost is per distinct value, not per row.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from explorer.hardware import Hardware, HardwareTable, load_hardware
 from explorer.model import SHAPE_COLUMNS, ModelShape, get_model
 from explorer.precision import FORMATS, TENSOR_FORMATS, compute_index, parse_precision, tensor_formats_needed
 
-_SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
+_SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS and f.default is not MISSING}
 DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
 TEXT_COLUMNS = ("model", "hardware", "precision")
 
@@ -61,6 +61,10 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
             out[col] = np.array([sh[col] for sh in shapes], dtype=np.float64)[inv]
     else:
         for col in SHAPE_COLUMNS:
+            if col in values and values[col] is not None:
+                continue  # taken from ``values`` below
+            if col not in _SHAPE_DEFAULTS:
+                raise SpecError(where, col, "required: give a model preset or this shape column")
             out[col] = np.full(n, float(_SHAPE_DEFAULTS[col]))
     for col in SHAPE_COLUMNS:
         if col in values and values[col] is not None:

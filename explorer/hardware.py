@@ -111,7 +111,7 @@ def _load_file(path: Path) -> Hardware:
     o.check_keys({"kernel_launch_us", "step_us", "per_sequence_us", "source", "notes"})
     o.string("source")
     e = top.section("efficiency")
-    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "kind", "source", "notes", "calibration"})
+    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "kind", "source", "notes", "calibration", "transferred"})
     e.string("source")
     kind = e.string("kind", choices={"assumption", "calibration"})
 

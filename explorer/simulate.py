@@ -32,7 +32,12 @@ from explorer.costs.attention import decode_attention, mean_context_sliding, pre
 from explorer.costs.comm import allreduce_s, alltoall_s, link, p2p_s
 from explorer.costs.gemm import gemm_cost
 from explorer.hardware import HardwareTable
-from explorer.model import SHAPE_COLUMNS, attention_params_per_layer, kv_elements_per_token_layer, param_counts
+from explorer.model import (
+    SHAPE_COLUMNS,
+    attention_params_per_layer,
+    kv_elements_per_token_layer,
+    param_counts,
+)
 from explorer.precision import TENSOR_FORMATS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
@@ -77,6 +82,9 @@ class Limits:
 
     max_batch_per_group: int = 2048
     max_tokens_per_step: int = 8192
+
+
+DEFAULT_LIMITS = Limits()
 
 
 def _col(c: Mapping[str, np.ndarray], k: str) -> np.ndarray:

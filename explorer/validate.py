@@ -39,7 +39,7 @@ from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
 from explorer.model import get_preset
 from explorer.precision import FORMATS, TENSOR_FORMATS
-from explorer.simulate import Limits, simulate
+from explorer.simulate import DEFAULT_LIMITS, Limits, simulate
 from explorer.specio import read_yaml
 
 DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
@@ -225,7 +225,7 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
 
 
 def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
-            limits: Limits = Limits()) -> np.ndarray:
+            limits: Limits = DEFAULT_LIMITS) -> np.ndarray:
     """Predicted value (in each case's unit) for every case; NaN for unsupported ones.
 
     ``hardware`` overrides kinds by name (calibration passes candidate factors this way).

@@ -13,6 +13,8 @@ def register(sub) -> None:
     p.add_argument("--measurements", default=None, help="YAML file (default: validation/measurements.yaml)")
     p.add_argument("--write", action="store_true", help="record the fitted values in the hardware YAML")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
+    p.add_argument("--cross-validate", action="store_true",
+                   help="also print the leave-one-out error of each case (fit on the others, predict it)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +35,18 @@ def run(args) -> int:
             written = write_fit(fit, path)
             if not args.json:
                 print(f"wrote {written}")
-        out.append(fit.summary())
+        summary = fit.summary()
+        if args.cross_validate:
+            from explorer.calibrate import cross_validate
+
+            loo = cross_validate(name, path)
+            summary["leave_one_out_error"] = loo
+            if loo and not args.json:
+                import numpy as np
+
+                errs = np.abs(np.array(list(loo.values())))
+                print(f"leave-one-out on {name}: median |error| {np.median(errs):.1%}, p90 {np.percentile(errs, 90):.1%}")
+        out.append(summary)
         if not args.json:
             print(format_fit(fit))
     if args.json:

@@ -55,9 +55,10 @@ def run_hardware(args) -> int:
         return 0
     print(f"{'name':10s} {'bf16':>6s} {'fp8':>6s} {'fp4':>6s} {'HBM GB':>7s} {'TB/s':>5s} {'SMs':>4s} "
           f"{'link GB/s':>9s} {'domain':>6s}  efficiency  display name")
+    def pk(h, f: str) -> str:
+        return f"{h.peak_flops[f] / 1e12:6.0f}" if f in h.peak_flops else "     -"
+
     for h in kinds:
-        def pk(f: str) -> str:
-            return f"{h.peak_flops[f] / 1e12:6.0f}" if f in h.peak_flops else "     -"
-        print(f"{h.name:10s} {pk('bf16')} {pk('fp8')} {pk('fp4')} {h.hbm_bytes / 1e9:7.0f} {h.hbm_bw / 1e12:5.2f} "
+        print(f"{h.name:10s} {pk(h, 'bf16')} {pk(h, 'fp8')} {pk(h, 'fp4')} {h.hbm_bytes / 1e9:7.0f} {h.hbm_bw / 1e12:5.2f} "
               f"{h.sms:4d} {h.scaleup_bw / 1e9:9.0f} {h.scaleup_domain:6d}  {h.efficiency_kind:10s}  {h.display_name}")
     return 0
