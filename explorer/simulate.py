@@ -181,8 +181,10 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
     o = hw.gemm(M, H, s.nq_loc * s.d, s.b_a, s.b_w, s.b_a)
     S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
     fl_d, by_d = decode_attention(m_dec, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
-    fl_p = n_pre * ((1 - frac_sl) * prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
-                    + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope))
+    fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
+    if np.any(frac_sl > 0):  # sliding-window layers (skipped when no row has any)
+        fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
+    fl_p = n_pre * fl_p
     by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
     attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c)
     attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m)
@@ -198,7 +200,8 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
     T_tot = M * moe_groups  # tokens meeting in the stage's experts
     is_moe = s.E > 0
     E_safe = np.maximum(s.E, 1.0)
-    touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_tot))
+    touched = (s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_tot)) if np.any(is_moe)
+               else np.zeros_like(T_tot))
     touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
     pairs_gpu = T_tot * s.k / s.e * s.imb
     m_e = np.where(is_moe, pairs_gpu / np.maximum(touched, 1e-9), 0.0)
@@ -212,9 +215,12 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
     bw_e, lat_e = link(group_ep, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
     tok_origin = T_tot / group_ep
     a2a_frac = (s.e - 1.0) / s.e
-    t_a2a = (alltoall_s(tok_origin * s.k * H * s.b_a * a2a_frac, s.e, bw_e, lat_e, hw.eta_n)
-             + alltoall_s(tok_origin * s.k * H * COMBINE_BYTES * a2a_frac, s.e, bw_e, lat_e, hw.eta_n))
-    t_a2a = np.where(is_moe, t_a2a, 0.0)
+    if np.any(is_moe & (s.e > 1)):
+        t_a2a = (alltoall_s(tok_origin * s.k * H * s.b_a * a2a_frac, s.e, bw_e, lat_e, hw.eta_n)
+                 + alltoall_s(tok_origin * s.k * H * COMBINE_BYTES * a2a_frac, s.e, bw_e, lat_e, hw.eta_n))
+        t_a2a = np.where(is_moe, t_a2a, 0.0)
+    else:
+        t_a2a = np.zeros_like(T_tot)
     # --- LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
     lm = hw.gemm(m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0)
     # --- per-layer sums (averaged over dense and MoE layers)
@@ -249,10 +255,14 @@ def _stage_time(s: _Shape, per_layer, lm, hw: _HW):
     return parts
 
 
-def simulate(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict[str, np.ndarray]:
+def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = True) -> dict[str, np.ndarray]:
     """Score every row of a design table.  Never raises for infeasible rows: they come back with
     ``feasible=False`` and ``reason_code`` (see :data:`REASONS`); their performance figures are still
     computed (finite) so searches can grade how far they are from feasible.
+
+    ``detail=False`` skips the decode-only pass that splits the breakdown into decode components and
+    the prefill share (a third less work, for exhaustive grids): the ``t_*_s`` columns are then NaN;
+    re-simulate the rows you keep with ``detail=True`` to get them.  Every other figure is identical.
     """
     s = _Shape(c)
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
@@ -267,7 +277,8 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict[str, np.
     m_a = s.B / (s.p * s.dp)  # decode sequences per attention group per micro-batch
     n_pre = m_a / s.osl
     mixed, lm_mixed, comp, gemms = _step(s, hw, m_a, n_pre, s.isl, s.dp)
-    dec, lm_dec, _, _ = _step(s, hw, m_a, 0.0 * m_a, s.isl, s.dp)
+    if detail:
+        dec, lm_dec, _, _ = _step(s, hw, m_a, 0.0 * m_a, s.isl, s.dp)
     ttft_pl, lm_ttft, _, _ = _step(s, hw, 0.0 * m_a, 1.0 + 0.0 * m_a, s.isl, 1.0 + 0.0 * m_a)
 
     bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
@@ -277,7 +288,6 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict[str, np.
     t_p2p = np.where(s.p > 1, p2p_s(M_mixed * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)
 
     st_mixed = _stage_time(s, mixed, lm_mixed, hw)
-    st_dec = _stage_time(s, dec, lm_dec, hw)
     p = s.p
     T_stage_mixed = sum(st_mixed.values())
     # host work per token: a fixed step cost plus bookkeeping of each sequence a scheduler (one per
@@ -285,10 +295,14 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict[str, np.
     t_host = hw.step_overhead + hw.per_seq * s.B / s.dp
     T_token = p * T_stage_mixed + (p - 1.0) * t_p2p + t_host
     # breakdown per token: decode-only components, prefill = the rest
-    bd = {k: p * st_dec[k] for k in ("gemm", "attention", "moe", "comm", "overhead")}
-    bd["comm"] = bd["comm"] + (p - 1.0) * t_p2p
-    bd["overhead"] = bd["overhead"] + t_host
-    bd["prefill"] = np.maximum(T_token - sum(bd.values()), 0.0)
+    if detail:
+        st_dec = _stage_time(s, dec, lm_dec, hw)
+        bd = {k: p * st_dec[k] for k in ("gemm", "attention", "moe", "comm", "overhead")}
+        bd["comm"] = bd["comm"] + (p - 1.0) * t_p2p
+        bd["overhead"] = bd["overhead"] + t_host
+        bd["prefill"] = np.maximum(T_token - sum(bd.values()), 0.0)
+    else:
+        bd = {k: np.full(len(s.H), np.nan) for k in COMPONENTS}
 
     st_ttft = _stage_time(s, ttft_pl, lm_ttft, hw)
     t_p2p_pf = np.where(s.p > 1, p2p_s(s.isl * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)

@@ -75,34 +75,52 @@ def gemm_cost(
     N = np.asarray(N, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.float64)
+    shape = np.broadcast(M, N, K, groups, sms).shape
+    active = (M > 0) & (groups > 0)
+    if not np.any(active):  # e.g. MoE GEMMs of dense models: no kernel, no cost
+        z = np.zeros(shape)
+        one = np.ones(shape)
+        return GemmCost(z, z, z, z, z, one, one, z, z)
     flops = 2.0 * M * N * K * groups
     base_bytes = groups * (b_a * M * K + b_w * K * N + b_out * M * N)
+    partial_bytes = 2.0 * SPLITK_PARTIAL_BYTES * M * N * groups
     mc = np.ceil(np.maximum(M, 1e-9))
     nc = np.ceil(N)
     k_split_cap = np.maximum(1.0, np.minimum(max_split_k, np.floor(K / MIN_K_PER_SPLIT)))
-    best = None
-    for j in range(tiles_m.shape[-1]):
-        tm = tiles_m[..., j]
-        tn = tiles_n[..., j]
-        tiles = groups * np.ceil(mc / tm) * np.ceil(nc / tn)
-        tiles = np.maximum(tiles, 1e-9)
+    rate_c = 2.0 / (peak_flops * eta_c)  # seconds per FLOP at the achievable peak
+    rate_m = 1.0 / (hbm_bw * eta_m)
+
+    def per_tile(tm, tn):
+        tiles = np.maximum(groups * np.ceil(mc / tm) * np.ceil(nc / tn), 1e-9)
         s = np.clip(np.ceil(sms / tiles), 1.0, k_split_cap)
         units = tiles * s
         waves = np.ceil(units / sms)
-        compute_s = waves * sms * 2.0 * tm * tn * (K / s) / (peak_flops * eta_c)
-        nbytes = base_bytes + np.where(s > 1, 2.0 * SPLITK_PARTIAL_BYTES * M * N * s * groups, 0.0)
-        occupancy = np.minimum(1.0, units / sms)
-        memory_s = nbytes / (hbm_bw * eta_m * occupancy)
-        t = np.maximum(compute_s, memory_s)
-        if best is None:
-            best = [t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves]
+        compute_s = waves * sms * tm * tn * (K / s) * rate_c
+        nbytes = base_bytes + np.where(s > 1, partial_bytes * s, 0.0)
+        memory_s = nbytes * rate_m / np.minimum(1.0, units / sms)
+        return tiles, units, waves, compute_s, memory_s, nbytes
+
+    # pass 1: the fastest tile shape per point (as a library heuristic would pick)
+    n_tiles = tiles_m.shape[-1]
+    best_t = best_j = None
+    for j in range(n_tiles):
+        _, _, _, c_s, m_s, _ = per_tile(tiles_m[..., j], tiles_n[..., j])
+        t = np.maximum(c_s, m_s)
+        if best_t is None:
+            best_t, best_j = t, np.zeros(t.shape, dtype=np.int64)
         else:
-            better = t < best[0]
-            for i, v in enumerate((t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves)):
-                best[i] = np.where(better, v, best[i])
-    assert best is not None
-    t, compute_s, memory_s, nbytes, tm, tn, tiles, units, waves = best
-    active = (M > 0) & (groups > 0)
+            better = t < best_t
+            best_t = np.where(better, t, best_t)
+            best_j = np.where(better, j, best_j)
+    assert best_t is not None and best_j is not None
+    # pass 2: the chosen tile's figures
+    if n_tiles == 1:
+        tm, tn = tiles_m[..., 0], tiles_n[..., 0]
+    else:
+        tm = np.take_along_axis(np.broadcast_to(tiles_m, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
+        tn = np.take_along_axis(np.broadcast_to(tiles_n, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
+    tiles, units, waves, compute_s, memory_s, nbytes = per_tile(tm, tn)
+    t = np.maximum(compute_s, memory_s)
     tile_eff = np.where(active, groups * M * N / np.maximum(tiles * tm * tn, 1e-30), 1.0)
     wave_eff = np.where(active, units / (waves * sms), 1.0)
     zero = np.zeros_like(t)
