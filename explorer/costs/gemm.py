@@ -6,14 +6,19 @@ Model, per candidate output tile ``Tm x Tn`` (the hardware file lists the tiles 
 picks from; we take the fastest, as a library's heuristic would):
 
 * ``tiles = groups * ceil(M/Tm) * ceil(N/Tn)``;
-* split-K: when ``tiles < SMs`` the K loop is split ``s = ceil(SMs/tiles)`` ways, capped at
-  ``max_split_k`` and at ``K/256`` (each split keeps at least 256 of K: an assumption matching
-  cuBLAS/CUTLASS split-K heuristics), so skinny decode GEMMs still occupy every SM;
+* split-K for compute: when ``tiles < SMs`` the K loop is split ``s = floor(SMs/tiles)`` ways
+  (so the split work still fits one wave), capped at ``max_split_k`` and at ``K/256`` (each split
+  keeps at least 256 of K: an assumption matching cuBLAS/CUTLASS split-K heuristics);
 * ``waves = ceil(tiles*s / SMs)``, and every wave counts as full:
   ``compute_s = waves * SMs * 2*Tm*Tn*(K/s) / (peak * eta_c)``;
-* ``bytes = groups*(b_a*M*K + b_w*K*N + b_out*M*N) + split-K partials (fp32, written and read)``;
-  ``memory_s = bytes / (hbm_bw * eta_m * min(1, tiles*s/SMs))`` -- a kernel with fewer work units
-  than SMs cannot draw full bandwidth (one CTA per SM pulls at most its share: an assumption);
+* memory: a weight-streaming kernel spreads the ``K x N`` operand over
+  ``n_units = groups*ceil(N/32)*s_m`` CTAs (GEMV-style column slices of :data:`MEM_SLICE_N`),
+  ``s_m = ceil(SMs/(groups*ceil(N/32)))`` capped as above, whatever M and the output tile are; ``bytes = groups*(b_a*M*K + b_w*K*N + b_out*M*N)`` and ``memory_s = bytes / (hbm_bw * eta_m * min(1, n_units/SMs))`` -- a kernel
+  with fewer work units than SMs cannot draw full bandwidth (one CTA per SM pulls at most its
+  share: an assumption).  Taking the memory decomposition independent of M makes the time of a
+  GEMM never fall when M grows (adding rows never helps), which a per-M split choice violated;
+* split-K partial sums (fp32) are not counted as HBM traffic: split-K is used on skinny GEMMs whose
+  partials (``M*N*4*s`` bytes, a few MB) stay in L2 (assumption);
 * ``time_s = max(compute_s, memory_s) + launch_s``.
 
 Ignored: L2 reuse effects beyond "each operand read once", epilogue fusion, K-tail quantization
@@ -29,8 +34,9 @@ import numpy as np
 
 #: Minimum K per split-K slice (elements).  Assumption: libraries do not split K below ~256.
 MIN_K_PER_SPLIT = 256.0
-#: Bytes per element of split-K partial sums (fp32 accumulators).
-SPLITK_PARTIAL_BYTES = 4.0
+#: Columns per CTA of a weight-streaming (memory-bound) kernel: GEMV-style kernels slice N this finely
+#: (assumption; it only matters for GEMMs with N*K too small to occupy every SM).
+MEM_SLICE_N = 32.0
 
 
 @dataclass
@@ -83,43 +89,46 @@ def gemm_cost(
         return GemmCost(z, z, z, z, z, one, one, z, z)
     flops = 2.0 * M * N * K * groups
     base_bytes = groups * (b_a * M * K + b_w * K * N + b_out * M * N)
-    partial_bytes = 2.0 * SPLITK_PARTIAL_BYTES * M * N * groups
     mc = np.ceil(np.maximum(M, 1e-9))
     nc = np.ceil(N)
     k_split_cap = np.maximum(1.0, np.minimum(max_split_k, np.floor(K / MIN_K_PER_SPLIT)))
     rate_c = 2.0 / (peak_flops * eta_c)  # seconds per FLOP at the achievable peak
     rate_m = 1.0 / (hbm_bw * eta_m)
 
+    # memory: independent of M's tiling and of the output tile (see module docstring)
+    slices = np.maximum(groups * np.ceil(nc / MEM_SLICE_N), 1e-9)
+    s_m = np.clip(np.ceil(sms / slices), 1.0, k_split_cap)
+    occupancy_m = np.minimum(1.0, slices * s_m / sms)
+    memory_s = base_bytes * rate_m / occupancy_m
+
     def per_tile(tm, tn):
-        tiles = np.maximum(groups * np.ceil(mc / tm) * np.ceil(nc / tn), 1e-9)
-        s = np.clip(np.ceil(sms / tiles), 1.0, k_split_cap)
+        tiles = np.maximum(groups * np.ceil(nc / tn) * np.ceil(mc / tm), 1e-9)
+        s = np.clip(np.floor(sms / tiles), 1.0, k_split_cap)
         units = tiles * s
         waves = np.ceil(units / sms)
-        compute_s = waves * sms * tm * tn * (K / s) * rate_c
-        nbytes = base_bytes + np.where(s > 1, partial_bytes * s, 0.0)
-        memory_s = nbytes * rate_m / np.minimum(1.0, units / sms)
-        return tiles, units, waves, compute_s, memory_s, nbytes
+        return tiles, units, waves, waves * sms * tm * tn * (K / s) * rate_c
 
-    # pass 1: the fastest tile shape per point (as a library heuristic would pick)
+    # pass 1: the fastest tile shape per point (as a library heuristic would pick); memory time is
+    # the same for every tile, so the fastest is the one with the least compute time
     n_tiles = tiles_m.shape[-1]
-    best_t = best_j = None
+    best_c = best_j = None
     for j in range(n_tiles):
-        _, _, _, c_s, m_s, _ = per_tile(tiles_m[..., j], tiles_n[..., j])
-        t = np.maximum(c_s, m_s)
-        if best_t is None:
-            best_t, best_j = t, np.zeros(t.shape, dtype=np.int64)
+        c_s = per_tile(tiles_m[..., j], tiles_n[..., j])[3]
+        if best_c is None:
+            best_c, best_j = c_s, np.zeros(c_s.shape, dtype=np.int64)
         else:
-            better = t < best_t
-            best_t = np.where(better, t, best_t)
+            better = c_s < best_c
+            best_c = np.where(better, c_s, best_c)
             best_j = np.where(better, j, best_j)
-    assert best_t is not None and best_j is not None
+    assert best_c is not None and best_j is not None
     # pass 2: the chosen tile's figures
     if n_tiles == 1:
         tm, tn = tiles_m[..., 0], tiles_n[..., 0]
     else:
         tm = np.take_along_axis(np.broadcast_to(tiles_m, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
         tn = np.take_along_axis(np.broadcast_to(tiles_n, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
-    tiles, units, waves, compute_s, memory_s, nbytes = per_tile(tm, tn)
+    tiles, units, waves, compute_s = per_tile(tm, tn)
+    nbytes = base_bytes * np.ones_like(compute_s)
     t = np.maximum(compute_s, memory_s)
     tile_eff = np.where(active, groups * M * N / np.maximum(tiles * tm * tn, 1e-30), 1.0)
     wave_eff = np.where(active, units / (waves * sms), 1.0)

@@ -1,0 +1,164 @@
+"""Benchmark the vectorized simulator against a scalar loop measured in the same run (DESIGN.md 9:
+>= 1,000,000 design points/s on one core; a scalar call well under 1 ms).
+
+Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 100000] [--scalar 300]
+[--profile]``.  Prints rates and ratios; asserts nothing.
+
+* vectorized: ``simulate`` on ``--n`` random design points (dense, GQA, MLA, MoE, sliding-window
+  shapes on every hardware file, bf16/fp8/fp4), in chunks of ``--chunk`` rows, one process, one
+  thread; with ``detail=True`` (breakdown) and ``detail=False`` (the grid's fast path).  Building
+  the design table (``build_design``: text columns -> numbers) is timed separately.
+* baseline: the same simulator called one row at a time (``--scalar`` rows), and ``api.evaluate``
+  (what ``explorer evaluate`` runs) per call.
+* ``--profile``: cProfile of ``simulate`` on 200,000 rows, top functions by own time.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import io  # noqa: E402
+import pstats  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from explorer.api import evaluate  # noqa: E402
+from explorer.design import build_design  # noqa: E402
+from explorer.hardware import list_hardware  # noqa: E402
+from explorer.precision import parse_precision, tensor_formats_needed  # noqa: E402
+from explorer.simulate import simulate  # noqa: E402
+
+KINDS = list_hardware()
+HW_NAMES = [h.name for h in KINDS]
+PRECS = ("bf16", "fp8", "fp4")
+SUPPORTED = {h.name: [p for p in PRECS if tensor_formats_needed(parse_precision(p)) <= set(h.peak_flops)]
+             for h in KINDS}
+
+
+def random_values(rng: np.random.Generator, n: int) -> dict:
+    """Random design points as build_design values (1-D arrays)."""
+    hw = rng.choice(HW_NAMES, n)
+    prec = np.empty(n, dtype=object)
+    for name in HW_NAMES:  # per hardware kind, a supported precision
+        m = hw == name
+        prec[m] = rng.choice(SUPPORTED[name], int(m.sum()))
+    nkv = rng.choice([1, 2, 4, 8, 16], n)
+    nq = nkv * rng.choice([1, 2, 4, 8], n)
+    L = rng.integers(1, 129, n)
+    moe = rng.random(n) < 0.4
+    E = np.where(moe, rng.choice([8, 16, 32, 64, 128, 256], n), 0)
+    Fe = np.where(moe, rng.integers(256, 4097, n), 0)
+    Es = np.where(moe, rng.integers(0, 2, n), 0)
+    mla = rng.random(n) < 0.15
+    sl = rng.random(n) < 0.2
+    tp = rng.choice([1, 2, 4, 8], n)
+    dp = rng.choice([1, 1, 2, 4], n)
+    ep_raw = rng.choice([1, 2, 4, 8], n)
+    ep = np.where(moe & ((tp * dp) % ep_raw == 0), ep_raw, 1)
+    return dict(
+        hardware=hw, precision=prec.astype(str), hidden=128 * rng.integers(8, 129, n), ffn=rng.integers(1024, 65537, n),
+        layers=L, heads=nq, kv_heads=np.where(mla, nq, nkv), head_dim=rng.choice([64, 128], n),
+        vocab=rng.integers(32000, 256001, n), gated=rng.integers(0, 2, n), tied=rng.integers(0, 2, n),
+        experts=E, experts_per_token=np.where(moe, np.minimum(rng.integers(1, 9, n), np.maximum(E, 1)), 0),
+        expert_ffn=Fe, shared_experts=Es, shared_expert_ffn=np.where(Es > 0, Fe, 0),
+        dense_layers=np.where(moe, np.minimum(rng.integers(0, 4, n), L - 1), 0),
+        kv_lora_rank=np.where(mla, 512, 0), rope_head_dim=np.where(mla, 64, 0),
+        q_lora_rank=np.where(mla, 1536, 0), sliding_window=np.where(sl, 4096, 0),
+        sliding_layers=np.where(sl, L // 2, 0),
+        batch=rng.integers(1, 2049, n), isl=rng.choice([128, 1024, 4096, 8192], n), osl=rng.choice([128, 1024, 4096], n),
+        tp=tp, pp=rng.choice([1, 2, 4], n), dp=dp, ep=ep,
+    )
+
+
+def take(design: dict, i: slice | np.ndarray) -> dict:
+    return {k: v[i] for k, v in design.items()}
+
+
+def bench_vectorized(design: dict, table, chunk: int, detail: bool) -> float:
+    n = len(design["hidden"])
+    t0 = time.perf_counter()
+    for a in range(0, n, chunk):
+        simulate(take(design, slice(a, a + chunk)), table, detail=detail)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--chunk", type=int, default=100_000)
+    ap.add_argument("--scalar", type=int, default=300)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+
+    t0 = time.perf_counter()
+    values = random_values(rng, args.n)
+    t_gen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    design, table = build_design(values, "bench")
+    t_build = time.perf_counter() - t0
+    res = simulate(take(design, slice(0, 1000)), table)  # warm-up
+    print(f"{args.n:,} random design points ({len(table.kinds)} hardware kinds); "
+          f"generated in {t_gen:.2f} s, build_design {t_build:.2f} s = {args.n / t_build:,.0f} points/s")
+    feasible = float(np.mean(simulate(take(design, slice(0, 100_000)), table)["feasible"]))
+    print(f"feasible share (first 100k): {feasible:.1%}")
+
+    best = {}
+    for detail in (True, False):
+        ts = [bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats)]
+        best[detail] = min(ts)
+        print(f"vectorized simulate detail={detail!s:5s}: best of {args.repeats}: {best[detail]:.3f} s "
+              f"-> {args.n / best[detail]:,.0f} points/s (chunks of {args.chunk:,})")
+
+    # baseline: one row at a time through the same simulator, and through api.evaluate
+    rows = rng.choice(args.n, args.scalar, replace=False)
+    one_rows = [take(design, np.array([i])) for i in rows]
+    t0 = time.perf_counter()
+    for r in one_rows:
+        simulate(r, table)
+    t_scalar = (time.perf_counter() - t0) / len(one_rows)
+    evs = [dict(model=None, shape={k: int(values[k][i]) for k in ("hidden", "ffn", "layers", "heads", "kv_heads",
+                                                                 "head_dim", "vocab", "experts", "experts_per_token",
+                                                                 "expert_ffn")},
+                hardware=str(values["hardware"][i]), batch=int(values["batch"][i]), isl=int(values["isl"][i]),
+                osl=int(values["osl"][i]), precision=str(values["precision"][i])) for i in rows]
+    t0 = time.perf_counter()
+    for e in evs:
+        evaluate(**e)
+    t_eval = (time.perf_counter() - t0) / len(evs)
+
+    rate_vec = args.n / best[True]
+    print(f"scalar loop (simulate on 1-row tables, {args.scalar} rows): {t_scalar * 1e3:.3f} ms/call "
+          f"-> {1 / t_scalar:,.0f} points/s")
+    print(f"api.evaluate per call ({args.scalar} calls): {t_eval * 1e3:.3f} ms/call -> {1 / t_eval:,.0f} points/s")
+    print(f"speed-up vectorized/scalar: {rate_vec * t_scalar:,.0f}x (detail=True), "
+          f"{args.n / best[False] * t_scalar:,.0f}x (detail=False)")
+    print(f"target >= 1,000,000 points/s: detail=True {rate_vec / 1e6:.2f}x of target, "
+          f"detail=False {args.n / best[False] / 1e6:.2f}x of target")
+
+    if args.profile:
+        sub = take(design, slice(0, min(200_000, args.n)))
+        pr = cProfile.Profile()
+        pr.enable()
+        simulate(sub, table)
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(15)
+        print(s.getvalue())
+    del res
+
+
+if __name__ == "__main__":
+    main()

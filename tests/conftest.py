@@ -1,0 +1,46 @@
+"""Shared fixtures: a hand-made hardware kind with round numbers, for known-answer tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.hardware import Hardware
+
+#: Round figures: 100 TFLOPS bf16, 1 TB/s, one SM, one 16x128 tile, no split-K, efficiencies 1,
+#: no launch or step overhead, 100 GB of memory.  Tests override what they need.
+TOY_DEFAULTS = dict(
+    name="toy",
+    display_name="Toy GPU",
+    arch="toy",
+    peak_flops={"bf16": 100e12},
+    sms=1,
+    gemm_tiles=((16, 128),),
+    max_split_k=1,
+    hbm_bytes=100e9,
+    hbm_bw=1e12,
+    usable_fraction=1.0,
+    reserved_bytes=0.0,
+    scaleup_bw=100e9,
+    scaleup_domain=8,
+    scaleup_latency_s=1e-6,
+    scaleout_bw=10e9,
+    scaleout_latency_s=5e-6,
+    kernel_launch_s=0.0,
+    step_overhead_s=0.0,
+    per_sequence_s=0.0,
+    eta_compute=1.0,
+    eta_memory=1.0,
+    eta_network=1.0,
+    eta_moe=1.0,
+    efficiency_kind="assumption",
+)
+
+
+def make_toy_hardware(**overrides) -> Hardware:
+    return Hardware(**{**TOY_DEFAULTS, **overrides})
+
+
+@pytest.fixture(scope="session")
+def toy_hardware():
+    """Factory: ``toy_hardware(sms=4, ...)`` -> a :class:`Hardware` built from :data:`TOY_DEFAULTS`."""
+    return make_toy_hardware

@@ -1,0 +1,267 @@
+"""The simulator (explorer/simulate.py) against DESIGN.md section 4, with expected values worked by
+hand on a toy GPU of round numbers (tests/conftest.py: 100 TFLOPS bf16, 1 TB/s, one SM, one 16x128
+tile, no split-K, efficiencies 1, no launch or step overheads), plus the collectives, the MLP-width
+sawtooth through the whole simulator, and Llama-3.1-8B on H200 against the weight-streaming bound.
+
+On the toy GPU every decode GEMM is memory-bound (a 16-row tile computes 16 rows for 1 useful one:
+16 FLOPs per weight byte pair vs a ridge of 100 FLOP/byte), so the decode step is bytes / 1 TB/s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from explorer.api import evaluate
+from explorer.costs.comm import allreduce_s, link
+from explorer.hardware import load_hardware
+from explorer.model import ModelShape, param_counts
+
+PEAK = 100e12
+BW = 1e12
+
+#: Toy dense model: H=1024, F=4096 (SwiGLU), L=2, 8 query heads = 8 KV heads of d=128, V=32000.
+TOY = ModelShape(hidden=1024, ffn=4096, layers=2, heads=8, kv_heads=8, head_dim=128, vocab=32000, name="toy")
+
+
+def gbytes(M, N, K, b_a=2.0, b_w=2.0, b_out=2.0):
+    """DESIGN: bytes = b_a*M*K + b_w*K*N + b_out*M*N."""
+    return b_a * M * K + b_w * K * N + b_out * M * N
+
+
+def gtime(M, N, K, b_out=2.0, tile=(16, 128)):
+    """Roofline of one GEMM on the toy GPU (1 SM: waves = tiles; occupancy 1; s = 1)."""
+    tiles = math.ceil(math.ceil(M) / tile[0]) * math.ceil(N / tile[1])
+    compute = tiles * 2 * tile[0] * tile[1] * K / PEAK
+    memory = gbytes(M, N, K, b_out=b_out) / BW
+    return max(compute, memory), compute, memory
+
+
+# ---------------------------------------------------------------------- decode step by hand
+
+
+def test_decode_step_by_hand(toy_hardware):
+    """Batch 1, ISL = OSL = 512 (mean decode context S = 512 + 512/2 = 768), bf16 everywhere.
+
+    Per layer (tokens M = 1): QKV K=1024, N=(8+2*8)*128=3072; O K=1024, N=1024; gate+up K=1024,
+    N=2*4096; down K=4096, N=1024; attention reads S*2*n_kv*d*b_kv = 768*2048*2 bytes.  LM head
+    once: K=1024, N=32000, fp32 logits.  Decode part of TPOT = sum(bytes)/1 TB/s; the breakdown's
+    components (prefill excluded) are exactly that decode-only step.
+    """
+    hw = toy_hardware()
+    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    assert r["feasible"], r["reason"]
+    qkv = gbytes(1, 3072, 1024)
+    o = gbytes(1, 1024, 1024)
+    up = gbytes(1, 8192, 1024)
+    down = gbytes(1, 1024, 4096)
+    attn = 768 * 2 * 8 * 128 * 2
+    lm = gbytes(1, 32000, 1024, b_out=4.0)
+    # all memory-bound on the toy GPU (compute = padded 16-row tiles / 100 TFLOPS):
+    for M, N, K, b_out in ((1, 3072, 1024, 2), (1, 1024, 1024, 2), (1, 8192, 1024, 2), (1, 1024, 4096, 2),
+                           (1, 32000, 1024, 4)):
+        _, c, m = gtime(M, N, K, b_out)
+        assert c < m
+    assert 4 * 768 * 8 * 128 / PEAK < attn / BW  # attention FLOPs 4*S*n_q*d
+    bd = r["breakdown"]
+    assert bd["gemm"] == pytest.approx((2 * (qkv + o + up + down) + lm) / BW, rel=1e-9)
+    assert bd["attention"] == pytest.approx(2 * attn / BW, rel=1e-9)
+    assert bd["moe"] == 0.0 and bd["comm"] == 0.0 and bd["overhead"] == 0.0
+    decode = sum(v for k, v in bd.items() if k != "prefill")
+    assert decode == pytest.approx((2 * (qkv + o + attn + up + down) + lm) / BW, rel=1e-9)
+    # and every figure is "memory-bound"
+    assert r["bounds"]["gemm"] == "memory" and r["bounds"]["attention"] == "memory"
+
+
+def test_tpot_with_fused_prefill_by_hand(toy_hardware):
+    """TPOT of the mixed step (simulate.py's chunked-prefill refinement): each step also carries
+    B*ISL/OSL = 1 prefill token (n_pre = 1/512 prompts of 512), so the weight GEMMs see M = 2
+    tokens; attention reads the decode KV (768*2048*2 bytes) and the prefill chunk writes its KV and
+    reads its Q/K/V once: n_pre*P*kv*(b_kv + 2*b_a) = 1*2048*6 bytes.  The LM head sees
+    1 + 1/512 rows (decode tokens + each prompt's last token).  Still all memory-bound.
+    """
+    hw = toy_hardware()
+    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    M = 2.0
+    layer = (gbytes(M, 3072, 1024) + gbytes(M, 1024, 1024) + gbytes(M, 8192, 1024) + gbytes(M, 1024, 4096)
+             + 768 * 2048 * 2 + 2048 * 6)
+    lm = gbytes(1 + 1 / 512, 32000, 1024, b_out=4.0)
+    tpot = (2 * layer + lm) / BW
+    assert r["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+    assert r["tokens_per_s_per_user"] == pytest.approx(1 / tpot, rel=1e-9)
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(1 / tpot, rel=1e-9)  # batch 1 on 1 GPU
+    assert sum(r["breakdown"].values()) == pytest.approx(tpot, rel=1e-9)
+
+
+def test_ttft_by_hand(toy_hardware):
+    """TTFT = one prompt of 512 tokens through both layers and the LM head (last token only).
+
+    GEMMs at M = 512 are compute-bound and tile-exact (512 = 32 tiles of 16 rows): time = 2*M*N*K/peak.
+    Attention: causal FLOPs 2*P*(P/2)*n_q*(2d) = 2*512*256*8*256 = 536,870,912 -> 5.37 us, bytes
+    P*kv*(b_kv + 2*b_a) = 512*2048*6 = 6,291,456 -> 6.29 us: memory-bound.
+    """
+    hw = toy_hardware()
+    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    layer = 0.0
+    for N, K in ((3072, 1024), (1024, 1024), (8192, 1024), (1024, 4096)):
+        t, c, m = gtime(512, N, K)
+        assert c == pytest.approx(2 * 512 * N * K / PEAK) and c > m
+        layer += t
+    attn_c = 2 * 512 * 256 * 8 * 256 / PEAK
+    attn_m = 512 * 2048 * 6 / BW
+    assert attn_m > attn_c
+    layer += attn_m
+    lm, lm_c, lm_m = gtime(1, 32000, 1024, b_out=4.0)
+    assert lm == lm_m
+    assert r["ttft_s"] == pytest.approx(2 * layer + lm, rel=1e-9)
+
+
+def test_memory_by_hand(toy_hardware):
+    """Weights: attention 1024*3072 + 1024*1024 = 4,194,304 and SwiGLU 3*1024*4096 = 12,582,912 per
+    layer, 2 norms of 1024 per layer + a final one, embedding and untied head 2*32000*1024:
+    2*(4,194,304 + 12,582,912 + 2,048) + 1,024 + 65,536,000 = 99,095,552 params -> 198,191,104 bytes.
+    KV: B*(ISL+OSL)*L*2*n_kv*d*b_kv = 1*1024*2*2048*2 = 8,388,608 bytes."""
+    hw = toy_hardware()
+    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    assert r["params_total"] == 99_095_552
+    assert r["weights_bytes_per_gpu"] == pytest.approx(198_191_104, rel=1e-12)
+    assert r["kv_bytes_per_gpu"] == pytest.approx(8_388_608, rel=1e-12)
+    assert r["memory_bytes_per_gpu"] > 198_191_104 + 8_388_608
+    # two-way tensor parallelism halves both (8 KV heads split 4 + 4; DESIGN: weights/(t*p) -- the
+    # simulator splits the tiny norm vectors too)
+    r2 = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512, tp=2)
+    assert r2["weights_bytes_per_gpu"] == pytest.approx(198_191_104 / 2, rel=1e-12)
+    assert r2["kv_bytes_per_gpu"] == pytest.approx(8_388_608 / 2, rel=1e-12)
+
+
+def test_pipeline_adds_gpus_not_speed(toy_hardware):
+    """pp=2, batch 2 (two micro-batches of 1), ISL = OSL = 512: each stage holds one layer; the worst
+    stage also runs the LM head.  T_token = 2*T_stage + t_p2p with the hand-off of
+    M*H*b_a = 2*1024*2 bytes over NVLink: 4096/100e9 + 1 us (both stages inside the 8-GPU domain)."""
+    hw = toy_hardware()
+    r = evaluate(model=TOY, hw_override=hw, batch=2, isl=512, osl=512, pp=2)
+    M = 2.0
+    layer = (gbytes(M, 3072, 1024) + gbytes(M, 1024, 1024) + gbytes(M, 8192, 1024) + gbytes(M, 1024, 4096)
+             + 768 * 2048 * 2 + 2048 * 6) / BW
+    lm = gbytes(1 + 1 / 512, 32000, 1024, b_out=4.0) / BW
+    p2p = 2 * 1024 * 2 / 100e9 + 1e-6
+    t_token = 2 * (layer + lm) + p2p
+    assert r["tpot_s"] == pytest.approx(t_token, rel=1e-9)
+    assert r["gpus"] == 2
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(2 / (t_token * 2), rel=1e-9)
+    r1 = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    assert r["tokens_per_s_per_user"] < r1["tokens_per_s_per_user"]
+
+
+def test_moe_decode_by_hand(toy_hardware):
+    """Toy MoE: 8 experts, top-2, expert width 512, every layer MoE, batch 4, decode-only part.
+
+    Expected experts touched with uniform routing: E*(1 - (1 - k/E)^B) = 8*(1 - 0.75^4) = 5.46875;
+    routed pairs B*k = 8 -> m_e = 8/5.46875 tokens per touched expert.  Grouped up (N = 2*512) and
+    down (K = 512) GEMMs read each touched expert once; the router (N = E = 8, bf16 weights,
+    fp32 scores) is compute-bound on the padded 16x128 tile.  moe = L*(up + down + router).
+    """
+    hw = toy_hardware()
+    shape = ModelShape(hidden=1024, ffn=4096, layers=2, heads=8, kv_heads=8, vocab=32000, experts=8,
+                       experts_per_token=2, expert_ffn=512, name="toy-moe")
+    r = evaluate(model=shape, hw_override=hw, batch=4, isl=512, osl=512)
+    touched = 8 * (1 - 0.75**4)
+    assert touched == 5.46875
+    m_e = 8 / touched
+    up_bytes = touched * gbytes(m_e, 1024, 1024)
+    down_bytes = touched * gbytes(m_e, 1024, 512)
+    up_c = math.ceil(touched * 1 * 8) * 2 * 16 * 128 * 1024 / PEAK  # waves = ceil(tiles) on 1 SM
+    down_c = math.ceil(touched * 1 * 8) * 2 * 16 * 128 * 512 / PEAK
+    assert up_c < up_bytes / BW and down_c < down_bytes / BW
+    router_c = 1 * 2 * 16 * 128 * 1024 / PEAK
+    router_m = gbytes(4, 8, 1024, b_out=4.0) / BW
+    assert router_c > router_m
+    expected = 2 * (up_bytes / BW + down_bytes / BW + router_c)
+    assert r["breakdown"]["moe"] == pytest.approx(expected, rel=1e-9)
+    assert r["params_total"] - r["params_active"] == 2 * (8 - 2) * 3 * 1024 * 512
+
+
+# ---------------------------------------------------------------------------- communication
+
+
+def test_allreduce_by_hand():
+    """Ring all-reduce of m = 1 MB, bw 100 GB/s, eta_n 0.5, alpha 1 us:
+    2(t-1)/t * m/(bw*eta) + 2(t-1)*alpha with m/(bw*eta) = 20 us:
+    t=2: 1*20 + 2 = 22 us; t=4: 1.5*20 + 6 = 36 us; t=8: 1.75*20 + 14 = 49 us; t=1: 0."""
+    t = np.array([1, 2, 4, 8])
+    got = allreduce_s(1e6, t, 100e9, 1e-6, 0.5)
+    np.testing.assert_allclose(got, [0.0, 22e-6, 36e-6, 49e-6], rtol=1e-12, atol=0)
+
+
+def test_link_beyond_the_nvlink_domain_uses_scale_out():
+    bw, lat = link(np.array([1, 8, 9, 16, 72]), np.array([8, 8, 8, 8, 72]), 450e9, 1e-6, 50e9, 5e-6)
+    np.testing.assert_array_equal(bw, [450e9, 450e9, 50e9, 50e9, 450e9])
+    np.testing.assert_array_equal(lat, [1e-6, 1e-6, 5e-6, 5e-6, 1e-6])
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8, 16])
+def test_tensor_parallel_allreduces_in_the_step(toy_hardware, tp):
+    """Two all-reduces per layer of m = M*H*2 bytes (bf16) -- decode-only M = 1 -> 2,048 bytes.
+    Toy links: NVLink 100 GB/s, 1 us inside an 8-GPU domain; scale-out 10 GB/s, 5 us beyond it
+    (tp = 16); eta_n = 0.5.  comm = L * 2 * [2(t-1)/t * m/(bw*eta) + 2(t-1)*alpha]."""
+    hw = toy_hardware(eta_network=0.5)
+    shape = ModelShape(hidden=1024, ffn=4096, layers=2, heads=16, kv_heads=16, head_dim=64, vocab=32000)
+    r = evaluate(model=shape, hw_override=hw, batch=1, isl=512, osl=512, tp=tp)
+    bw, alpha = (100e9, 1e-6) if tp <= 8 else (10e9, 5e-6)
+    ar = 2 * (tp - 1) / tp * 2048 / (bw * 0.5) + 2 * (tp - 1) * alpha
+    assert r["breakdown"]["comm"] == pytest.approx(2 * 2 * ar, rel=1e-9)
+
+
+# -------------------------------------------------------- MLP width sawtooth through evaluate()
+
+
+def test_mlp_width_off_the_tile_grid_slows_a_compute_bound_step():
+    """Llama-8B-like layer (H=4096, 32/8 heads, SwiGLU), L=4, on H200 at batch 1056 with ISL 960 /
+    OSL 64, so each step carries M = 1056*(1 + 960/64) = 16,896 = 132*128 tokens: every GEMM is
+    compute-bound and 128-row tiles fill the 132 SMs exactly once per tile column.
+
+    F = 14,336 = 128*112 -> gate+up width 2F = 28,672 = 224 tile columns; F = 14,337 -> 28,674 = 225
+    columns: one more wave of 128x128 tiles, 132*2*128*128*H/(peak*eta_c), per layer.  The down
+    projection's K grows by 1: its 32 waves (N = 4096 = 32 columns) each do 132*2*128*128 more FLOPs
+    per unit of K.  Nothing else changes.  So dT = L*132*2*128*128*(H + 32)/(peak*eta_c).
+    """
+    h200 = load_hardware("h200")
+    common = dict(hidden=4096, layers=4, heads=32, kv_heads=8, vocab=32000)
+    kw = dict(hardware="h200", batch=1056, isl=960, osl=64)
+    a = evaluate(model=ModelShape(ffn=128 * 112, **common), **kw)
+    b = evaluate(model=ModelShape(ffn=128 * 112 + 1, **common), **kw)
+    assert a["feasible"] and b["feasible"]
+    assert a["tokens_per_step"] == pytest.approx(16_896)
+    assert a["bounds"]["gemm"] == "compute"
+    pe = h200.peak_flops["bf16"] * h200.eta_compute
+    d_t = 4 * 132 * 2 * 128 * 128 * (4096 + 32) / pe
+    assert b["tpot_s"] - a["tpot_s"] == pytest.approx(d_t, rel=1e-6)
+    # throughput falls by that much (at this ISL/OSL the step is mostly prefill attention and host
+    # overheads, so the loss is ~0.1 %; it is the GEMM work that grew by 1/224 of the up projection)
+    assert b["tokens_per_s_per_gpu"] < a["tokens_per_s_per_gpu"]
+    assert b["tokens_per_s_per_gpu"] == pytest.approx(
+        a["tokens_per_s_per_gpu"] * a["tpot_s"] / (a["tpot_s"] + d_t), rel=1e-9)
+    # the lost share is the tile waste of the up projection: 1/225 of it
+    assert a["mlp_up_tile_eff"] == pytest.approx(1.0)
+    assert b["mlp_up_tile_eff"] == pytest.approx(28_674 / (225 * 128), rel=1e-12)
+
+
+# --------------------------------------------------------- Llama-3.1-8B vs the streaming bound
+
+
+def test_llama_8b_on_h200_near_the_weight_streaming_bound():
+    """bf16 Llama-3.1-8B on one H200 at batch 1 (ISL/OSL 1024/1024) is weight-streaming bound:
+    tokens/s/user <= hbm_bw / (2 bytes * 8.03e9 params) = 4.8e12/16.06e9 ~ 299.  The model must land
+    within [60 %, 100 %] of that (efficiency, KV reads, kernel and step overheads eat the rest)."""
+    h200 = load_hardware("h200")
+    r = evaluate("llama-3.1-8b", "h200", batch=1, isl=1024, osl=1024)
+    counts = param_counts(ModelShape(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8).columns())
+    assert float(counts["total"]) == pytest.approx(8.03e9, rel=1e-3)
+    bound = h200.hbm_bw / (2.0 * float(counts["total"]))
+    assert bound == pytest.approx(299, abs=1)
+    assert 0.6 * bound <= r["tokens_per_s_per_user"] <= bound
+    # the strict bound (input embedding is a lookup, not streamed) holds too
+    strict = h200.hbm_bw / (2.0 * float(counts["total"] - counts["embedding_in"]))
+    assert r["tokens_per_s_per_user"] <= strict
