@@ -1,0 +1,258 @@
+"""``explorer sweep SPACE.yaml``: search a space (Optuna study or exhaustive grid), write the results
+table ``<out>/<study>.csv`` (atomically) and the report ``<out>/<study>.html``, print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from explorer.errors import SpecError
+
+SAMPLER_CHOICES = ("tpe", "nsga2", "random", "grid")
+_STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _count(text: str, minimum: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if v < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+    return v
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="search a space (Optuna or exhaustive grid); write the results table and report",
+        description="Search the design space of SPACE.yaml: an Optuna study (tpe, nsga2, random) stored in a "
+                    "journal file under --out (so running again adds trials), or the exhaustive grid. Writes "
+                    "<out>/<study>.csv (one row per design point, with on_front), <out>/<study>.html and a summary.",
+    )
+    p.add_argument("space", help="search-space YAML (see search_spaces/ and docs/sweeps.md)")
+    p.add_argument("--trials", type=lambda t: _count(t, 0),
+                   help="new trials to run (default: the space's search.trials; 0 = rebuild the outputs from the "
+                        "study); ignored by grid")
+    p.add_argument("--sampler", choices=SAMPLER_CHOICES, help="default: the space's search.sampler (tpe)")
+    p.add_argument("--seed", type=lambda t: _count(t, 0), help="default: the space's search.seed (0)")
+    p.add_argument("--storage", help="database URL (postgresql://user@host:port/db) or a .journal path; "
+                                     "default <out>/<study>.journal")
+    p.add_argument("--study", help="study name (default: the space file's stem); output files are named after it")
+    p.add_argument("--workers", type=lambda t: _count(t, 1), default=1,
+                   help="local worker processes on one study (or grid chunks); default 1")
+    p.add_argument("--out", default="reports", help="output folder (default: reports)")
+    p.add_argument("--no-report", action="store_true", help="write the CSV only")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from explorer.space import load_space
+
+    space = load_space(args.space)
+    sampler = args.sampler or space.search.sampler
+    seed = space.search.seed if args.seed is None else args.seed
+    trials = space.search.trials if args.trials is None else args.trials
+    study = args.study or space.name
+    if not _STUDY_NAME.match(study):
+        raise SpecError("--study", None, f"'{study}' is not a usable study name (letters, digits, '.', '_', '-'); "
+                                         "pass --study NAME")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SpecError("--out", None, f"'{out}' exists and is not a folder")
+    # validate everything before the first file is written
+    if sampler == "grid":
+        from explorer.grid import check_grid
+
+        if args.storage:
+            raise SpecError("--storage", None, "the grid sampler scores every point without a study; drop --storage")
+        check_grid(space)
+    else:
+        from explorer.storage import storage_spec
+
+        spec = storage_spec(args.storage, out, study, args.workers)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = sys.stderr.isatty()
+    if sampler == "grid":
+        from explorer.grid import run_grid
+
+        g = run_grid(space, workers=args.workers, progress=progress, seed=seed)
+        df, interrupted = g.frame, False
+        info = {"kind": "grid", "points": g.total, "feasible": g.feasible, "reason_counts": g.reason_counts,
+                "kept_all": g.kept_all, "seconds": g.seconds}
+    else:
+        from explorer.search import optimize, study_frame
+
+        r = optimize(space, spec, study, trials=trials, sampler=sampler, seed=seed, workers=args.workers,
+                     progress=progress)
+        df, states = study_frame(space, r.study)
+        interrupted = r.interrupted
+        info = {"kind": "study", "storage": r.storage_desc, "before": r.trials_before, "run": r.trials_run,
+                "states": states, "seconds": r.seconds}
+    return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+
+
+# --------------------------------------------------------------------------------------------
+# outputs
+# --------------------------------------------------------------------------------------------
+
+
+def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from explorer.frontier import front_table, hypervolume, hypervolume_history
+    from explorer.space import reason_label
+
+    df["on_front"] = front_table(df, space.objectives, "feasible").to_numpy() if len(df) else np.zeros(0, bool)
+    paths = [out / f"{study}.csv"]
+    _atomic_csv(df, paths[0])
+    if info["kind"] == "grid":
+        counts = info["reason_counts"]
+        if not info["kept_all"]:
+            rows = [{"reason_code": c, "reason": "feasible" if c == 0 else reason_label(c), "points": n,
+                     "share": n / info["points"]} for c, n in counts.items()]
+            paths.append(out / f"{study}.reasons.csv")
+            _atomic_csv(pd.DataFrame(rows), paths[-1])
+    else:
+        codes, n = np.unique(df["reason_code"].to_numpy(), return_counts=True)
+        counts = {int(c): int(k) for c, k in zip(codes, n, strict=True)}
+
+    ref = space.hypervolume_reference()
+    feas = df["feasible"].to_numpy(dtype=bool)
+    vals = df[list(space.objectives)].to_numpy(dtype=float)
+    hv = None if ref is None else hypervolume(vals[feas], space.directions, ref) if feas.any() else 0.0
+    history: list[float] = []
+    if info["kind"] == "study" and ref is not None and len(df):
+        masked = np.where(feas[:, None], vals, np.nan)
+        history = hypervolume_history(masked, space.directions, ref, order=df["trial"].to_numpy()).tolist()
+
+    if not args.no_report:
+        try:
+            from explorer.report import write_report
+        except ImportError:
+            write_report = None
+        if write_report is None:
+            print("note: report skipped (explorer.report is not available)", file=sys.stderr)
+        else:
+            meta = _meta(space, sampler, seed, study, info, len(df), history, counts, hv)
+            final = out / f"{study}.html"
+            tmp = out / f".{study}.{os.getpid()}.tmp.html"
+            try:
+                write_report(tmp, df, meta)
+                if tmp.exists():
+                    os.replace(tmp, final)
+                    paths.append(final)
+            finally:
+                tmp.unlink(missing_ok=True)
+
+    print(_summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupted))
+    return 130 if interrupted else 0
+
+
+def _atomic_csv(df, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _meta(space, sampler, seed, study, info, rows, history, counts, hv) -> dict:
+    from datetime import UTC, datetime
+
+    from explorer import __version__
+    from explorer.hardware import load_hardware
+    from explorer.space import reason_label
+
+    hw_files = {}
+    for name in space.hardware_names():
+        h = load_hardware(name)
+        try:
+            hw_files[h.name] = Path(h.path).read_text(encoding="utf-8")
+        except OSError:
+            hw_files[h.name] = ""
+    meta = {
+        "study": study,
+        "space_file": space.where,
+        "space_text": space.text,
+        "hardware_files": hw_files,
+        "sampler": sampler,
+        "seed": seed,
+        "trials": info["points"] if info["kind"] == "grid" else rows,
+        "objectives": dict(space.objectives),
+        "constraints": space.constraints_meta(),
+        "workload": space.workload_meta(),
+        "tool_version": __version__,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "hypervolume_history": history,
+        "hypervolume": hv,
+        "hypervolume_reference": space.hypervolume_reference(),
+        "reason_counts": [{"reason_code": c, "reason": "feasible" if c == 0 else reason_label(c), "count": n}
+                          for c, n in counts.items()],
+    }
+    if info["kind"] == "grid":
+        meta["grid"] = {"points": info["points"], "feasible": info["feasible"], "rows_kept": rows,
+                        "kept_all": info["kept_all"]}
+    else:
+        meta["storage"] = info["storage"]
+    return meta
+
+
+def _fmt_point(r, space) -> str:
+    shape = (f"{r['model']}" if space.uses_model else
+             f"H={r['hidden']} F={r['ffn']} L={r['layers']} heads={r['heads']}/{r['kv_heads']}"
+             + (f" E={r['experts']} k={r['experts_per_token']} Fe={r['expert_ffn']}" if r["experts"] else "")
+             + f" ({r['params_total'] / 1e9:.1f}B" + (f", {r['params_active'] / 1e9:.1f}B active)" if r["experts"]
+                                                        else ")"))
+    return (f"{r['tokens_per_s_per_gpu']:,.1f} tok/s/GPU at {r['tokens_per_s_per_user']:,.1f} tok/s/user, "
+            f"TTFT {r['ttft_s'] * 1e3:,.0f} ms: {r['hardware']} {r['precision']} {shape} batch={r['batch']} "
+            f"tp={r['tp']} pp={r['pp']} ep={r['ep']} dp={r['dp']} ({r['memory_bytes_per_gpu'] / 1e9:.0f} GB/GPU)")
+
+
+def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupted) -> str:
+    from explorer.space import reason_label
+
+    lines = []
+    if info["kind"] == "grid":
+        n = info["points"]
+        feas = info["feasible"]
+        kept = "every point" if info["kept_all"] else f"the front + a sample of {len(df):,} rows"
+        lines.append(f"sweep {study}: grid of {n:,} points in {info['seconds']:.1f} s "
+                     f"({n / max(info['seconds'], 1e-9):,.0f} points/s); table holds {kept}")
+    else:
+        n = len(df)
+        feas = int(df["feasible"].sum())
+        st = info["states"]
+        other = {k: v for k, v in st.items() if k != "COMPLETE"}
+        lines.append(f"sweep {study}: {info['run']} new trials ({sampler}, seed {seed}) in {info['seconds']:.1f} s; "
+                     f"the study holds {n} complete trials"
+                     + (" (" + ", ".join(f"{v} {k.lower()}" for k, v in sorted(other.items())) + ")" if other else "")
+                     + f" [{info['storage']}]")
+    if interrupted:
+        lines.append("  INTERRUPTED: every finished trial is kept; run the same command again to add more")
+    share = feas / n if n else 0.0
+    lines.append(f"  feasible     {feas:,} of {n:,} ({share:.1%})")
+    front = df[df["on_front"]]
+    hv_txt = f"hypervolume {hv:.4g}" if hv is not None else "hypervolume n/a (give search.hypervolume_reference)"
+    lines.append(f"  front        {len(front)} points; {hv_txt}")
+    lines.append(f"  anchor       {space.constraints_meta()['anchor']}")
+    if len(front):
+        for obj, d in space.objectives.items():
+            f = df[df["feasible"]]
+            r = f.loc[f[obj].idxmax() if d == "maximize" else f[obj].idxmin()]
+            lines.append(f"  best {obj}: {_fmt_point(r, space)}")
+    bad = {c: k for c, k in counts.items() if c != 0}
+    if bad:
+        total_bad = sum(bad.values())
+        lines.append(f"  infeasible   {total_bad:,} points, by reason:")
+        for c, k in sorted(bad.items(), key=lambda x: (-x[1], x[0]))[:8]:
+            label = reason_label(c)
+            rows = df[df["reason_code"] == c]
+            example = str(rows["reason"].iloc[0]) if len(rows) else ""
+            lines.append(f"    {k:>10,}  {label}" + (f"  e.g. {example}" if example and example != label else ""))
+    lines.append("  wrote        " + ", ".join(str(p) for p in paths))
+    return "\n".join(lines)

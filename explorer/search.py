@@ -1,0 +1,330 @@
+"""Optuna search over a :class:`~explorer.space.SearchSpace` (the only module that imports Optuna).
+
+One multi-objective study per sweep (directions from the space).  Trials run ask/tell in small
+batches: a batch of asks is scored in **one** vectorized simulator call, then each trial gets its
+graded constraints (``trial.set_constraint``, Optuna 5's replacement for ``constraints_func``; ``<= 0``
+feasible) and its finite objective values.  Infeasible points are never FAIL, NaN or penalties; FAIL
+is left for real crashes (and for trials asked but not finished when the user presses Ctrl-C).
+
+Samplers: ``tpe`` = ``TPESampler(multivariate=True, seed)``; ``nsga2`` = ``NSGAIISampler(population_size,
+seed)``; ``random`` = ``RandomSampler(seed)``.  Trials per batch default to 1 for TPE (each ask sees
+every earlier result), the population size for NSGA-II (one generation), 64 for random.
+
+Resuming: a study is identified by its name in its storage; running again adds trials.  The sampler
+of a resumed run (or of worker ``i``) is seeded from ``(seed, trials already in the study, i)`` so it
+does not replay the first run's points; a fresh single-process run uses ``seed`` itself, so the same
+space, seed and sampler give the same trials.  ``--workers N`` starts N spawned processes on the one
+study; worker ``i`` runs ``trials//N`` (+1 for the first ``trials % N``) trials, so together they
+run exactly the requested number.
+
+The results table is rebuilt from every COMPLETE trial of the study by re-scoring its parameters in
+one vectorized call (cheap, and the front comes from :func:`explorer.frontier.front_table`, never
+from ``study.best_trials``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from explorer.errors import SpecError
+from explorer.space import Choice, FloatRange, IntRange, SearchSpace, space_from_text
+from explorer.storage import StorageSpec, open_storage
+
+DEFAULT_BATCH = {"tpe": 1, "random": 64}
+FINGERPRINT_ATTR = "explorer_space_fingerprint"
+
+
+def distributions(space: SearchSpace) -> dict[str, BaseDistribution]:
+    """Optuna distributions of the searched parameters (fixed ones are not suggested)."""
+    out: dict[str, BaseDistribution] = {}
+    for name, p in space.searched.items():
+        if isinstance(p, IntRange):
+            out[name] = IntDistribution(p.low, p.high, log=p.log, step=p.step)
+        elif isinstance(p, FloatRange):
+            out[name] = FloatDistribution(p.low, p.high, log=p.log, step=p.step)
+        elif isinstance(p, Choice):
+            out[name] = CategoricalDistribution(p.choices)
+        else:  # pragma: no cover
+            raise TypeError(p)
+    return out
+
+
+def make_sampler(name: str, seed: int, population_size: int = 20) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=population_size, seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise SpecError("--sampler", None, f"'{name}' is not an Optuna sampler here (grid runs without a study)")
+
+
+def batch_size(space: SearchSpace, sampler: str) -> int:
+    if space.search.batch_trials is not None:
+        return space.search.batch_trials
+    if sampler == "nsga2":
+        return space.search.population_size
+    return DEFAULT_BATCH[sampler]
+
+
+def derive_seed(seed: int, trials_before: int, worker: int) -> int:
+    """The seed of a run: ``seed`` for a fresh single-process run, else a hash of (seed, trials already
+    in the study, worker) so resumed runs and workers do not repeat each other's points."""
+    if trials_before == 0 and worker == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed), int(trials_before), int(worker)]).generate_state(1)[0])
+
+
+def _quiet() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # ask/tell records heartbeats itself (run_trials), which Optuna cannot see
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+
+
+# --------------------------------------------------------------------------------------------
+# study
+# --------------------------------------------------------------------------------------------
+
+
+def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=None, create: bool = True):
+    """Create or load the study; a study made from a different space is refused."""
+    _quiet()
+    storage = open_storage(spec)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)
+    except KeyError:
+        study = None
+    if study is not None:
+        fp = study.user_attrs.get(FINGERPRINT_ATTR)
+        if fp is not None and fp != space.fingerprint():
+            raise SpecError(
+                "--study", None,
+                f"study '{study_name}' in {spec.describe()} was made from a different search space "
+                f"(parameters, constraints or objectives changed); use another --study name",
+            )
+        if [d.name.lower() for d in study.directions] != space.directions:
+            raise SpecError("--study", None, f"study '{study_name}' has other objective directions; use another --study")
+        return storage, study
+    if not create:
+        raise SpecError("--study", None, f"no study '{study_name}' in {spec.describe()}")
+    study = optuna.create_study(storage=storage, study_name=study_name, directions=space.directions, sampler=sampler)
+    study.set_user_attr(FINGERPRINT_ATTR, space.fingerprint())
+    study.set_user_attr("space_file", space.where)
+    study.set_user_attr("objectives", list(space.objectives))
+    return storage, study
+
+
+def samples_from_params(space: SearchSpace, params: list[dict[str, Any]]) -> dict[str, list]:
+    return {k: [p[k] for p in params] for k in space.searched}
+
+
+def run_trials(
+    space: SearchSpace,
+    study: optuna.Study,
+    storage,
+    n: int,
+    batch: int,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[int, bool]:
+    """Ask/score/tell ``n`` trials in batches.  Returns (finished trials, interrupted).
+
+    Ctrl-C (SIGINT) stops after the current batch, so no trial is left RUNNING; a second Ctrl-C
+    stops at once and marks the trials asked but not told FAIL.  Every trial told stays in the
+    storage either way."""
+    dists = distributions(space)
+    keys = space.constraint_keys()
+    heartbeat = getattr(storage, "get_heartbeat_interval", lambda: None)() is not None
+    study_id = storage.get_study_id_from_name(study.study_name) if heartbeat else None
+    done = 0
+    pending: list[optuna.Trial] = []
+    with _GracefulInterrupt() as stop:
+        try:
+            while done < n and not stop.requested:
+                if heartbeat:
+                    optuna.storages.fail_stale_trials(study)
+                for _ in range(min(batch, n - done)):
+                    pending.append(study.ask(dists))
+                if heartbeat:
+                    for t in pending:
+                        storage.record_heartbeat(storage.get_trial_id_from_study_id_trial_number(study_id, t.number))
+                ev = space.evaluate(samples_from_params(space, [t.params for t in pending]), len(pending))
+                for i, t in enumerate(pending):
+                    for k in keys:
+                        t.set_constraint(k, float(ev.constraints[k][i]))
+                    study.tell(t, ev.objectives[i].tolist())
+                done += len(pending)
+                pending = []
+                if on_batch is not None:
+                    on_batch(done)
+        except KeyboardInterrupt:
+            stop.requested = True
+        finally:
+            for t in pending:
+                study.tell(t, state=TrialState.FAIL, skip_if_finished=True)
+    return done, stop.requested
+
+
+class _GracefulInterrupt:
+    """While active (main thread only), the first SIGINT sets ``requested`` instead of raising."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old = None
+
+    def _handler(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> _GracefulInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+@dataclass
+class SearchRun:
+    study: optuna.Study
+    storage_desc: str
+    trials_before: int
+    trials_run: int
+    interrupted: bool
+    seconds: float
+
+
+def _worker_main(job: dict[str, Any]) -> None:
+    """Entry point of a spawned worker process."""
+    _quiet()
+    space = space_from_text(job["space_text"], job["space_where"])
+    sampler = make_sampler(job["sampler"], job["seed"], space.search.population_size)
+    storage, study = open_study(space, job["spec"], job["study"], sampler=sampler, create=False)
+    _, interrupted = run_trials(space, study, storage, job["n"], job["batch"])
+    if interrupted:
+        sys.exit(130)
+
+
+def optimize(
+    space: SearchSpace,
+    spec: StorageSpec,
+    study_name: str,
+    *,
+    trials: int,
+    sampler: str,
+    seed: int,
+    workers: int = 1,
+    progress: bool = False,
+) -> SearchRun:
+    """Run ``trials`` new trials on the study (creating it if needed)."""
+    _quiet()
+    t0 = time.perf_counter()
+    storage, study = open_study(space, spec, study_name)
+    before = len(study.get_trials(deepcopy=False))
+    batch = batch_size(space, sampler)
+    bar = _progress(trials, progress)
+    interrupted = False
+    run = 0
+    try:
+        if workers <= 1:
+            study.sampler = make_sampler(sampler, derive_seed(seed, before, 0), space.search.population_size)
+            last = [0]
+
+            def tick(done: int) -> None:
+                bar.update(done - last[0])
+                last[0] = done
+
+            run, interrupted = run_trials(space, study, storage, trials, batch, tick)
+        else:
+            run, interrupted = _run_workers(space, spec, study, study_name, trials, sampler, seed, before, workers,
+                                            batch, bar)
+    finally:
+        bar.close()
+    return SearchRun(study, spec.describe(), before, run, interrupted, time.perf_counter() - t0)
+
+
+def _run_workers(space, spec, study, study_name, trials, sampler, seed, before, workers, batch, bar):
+    ctx = mp.get_context("spawn")
+    share = [trials // workers + (1 if i < trials % workers else 0) for i in range(workers)]
+    procs = []
+    for i, n in enumerate(share):
+        if n == 0:
+            continue
+        job = {"space_where": space.where, "space_text": space.text, "sampler": sampler,
+               "seed": derive_seed(seed, before, i + 1), "spec": spec, "study": study_name, "n": n, "batch": batch}
+        p = ctx.Process(target=_worker_main, args=(job,), name=f"explorer-sweep-{i}")
+        p.start()
+        procs.append(p)
+    interrupted = False
+    shown = 0
+    try:
+        while alive := [p for p in procs if p.is_alive()]:
+            alive[0].join(timeout=0.5)
+            if bar.total:
+                now = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) - before
+                bar.update(max(0, min(now, trials) - shown))
+                shown = max(shown, min(now, trials))
+    except KeyboardInterrupt:
+        interrupted = True
+        for p in procs:  # each worker got the same SIGINT and finishes its batch
+            p.join()
+    codes = [p.exitcode for p in procs]
+    if any(c == 130 for c in codes):
+        interrupted = True
+    bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 130)]
+    if bad and not interrupted:
+        raise RuntimeError("sweep worker(s) failed: " + ", ".join(f"#{i} exit {c}" for i, c in bad))
+    run = len(study.get_trials(deepcopy=False)) - before
+    return run, interrupted
+
+
+class _NoBar:
+    total = 0
+
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or total <= 0:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+# --------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------
+
+
+def study_frame(space: SearchSpace, study: optuna.Study) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The results table of every COMPLETE trial (sorted by trial number) and counts of trials by state."""
+    all_trials = study.get_trials(deepcopy=False)
+    states: dict[str, int] = {}
+    for t in all_trials:
+        states[t.state.name] = states.get(t.state.name, 0) + 1
+    done = sorted((t for t in all_trials if t.state == TrialState.COMPLETE), key=lambda t: t.number)
+    df = space.score(samples_from_params(space, [t.params for t in done]), len(done))
+    df.insert(0, "trial", np.array([t.number for t in done], dtype=np.int64))
+    return df, states

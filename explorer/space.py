@@ -1,0 +1,845 @@
+"""Search spaces: ``search_spaces/<name>.yaml`` -> a validated :class:`SearchSpace` -> design points
+-> scored results (feasibility, graded constraints, objectives).
+
+A space says what to sample and what to hold fixed (a model shape, or a fixed ``model`` preset for a
+deployment-only search), the workload, the hardware, the constraints, the objectives and the search
+settings.  Each parameter is one of (mirroring Optuna's distributions, but this module does not
+import Optuna: :mod:`explorer.search` maps them):
+
+* a fixed value: ``layers: 80``;
+* a choice list: ``tp: [1, 2, 4, 8]`` or ``tp: {choices: [1, 2, 4, 8]}``;
+* an int range: ``hidden: {low: 6144, high: 10240, step: 512}``, ``batch: {low: 1, high: 1024, log: true}``;
+* a float range (only ``moe_imbalance``): ``{low: 1.0, high: 1.5, step: 0.1}``.
+
+Loading is strict (unknown keys with a did-you-mean, wrong types, empty ranges, contradictions,
+unknown hardware/model/precision) and every error is one :class:`SpecError` naming file and key.
+Rules that depend on the sampled combination (``kv_heads`` must divide ``heads``, ``hidden`` must be
+a multiple of ``head_dim`` when heads are derived, ...) never raise: such points are scored as
+infeasible with a reason, like the simulator's own rules.
+
+**Quality anchor.**  A space that searches the model shape must state a capacity band on total
+and/or active parameters: a throughput search otherwise simply picks the smallest model.
+
+**Graded constraints** (``c_*`` columns, one per rule, dimensionless, ``<= 0`` feasible) let the
+samplers tell "nearly feasible" from "hopeless": ``c_memory = needed/usable - 1``, band violations as
+relative distance outside the band, SLOs as relative shortfall, and ``c_structure = 1`` when a
+divisibility rule fails (these have no natural grade).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.design import build_design
+from explorer.errors import SpecError
+from explorer.hardware import HardwareTable, load_hardware
+from explorer.model import SHAPE_COLUMNS, ModelShape, get_preset, param_counts
+from explorer.precision import parse_precision
+from explorer.results import results_frame
+from explorer.simulate import REASONS, simulate
+from explorer.specio import Section, check_number, read_yaml
+
+# --------------------------------------------------------------------------------------------
+# parameter kinds
+# --------------------------------------------------------------------------------------------
+
+SAMPLERS = ("tpe", "nsga2", "random", "grid")
+DIRECTIONS = ("maximize", "minimize")
+#: Result columns that may be objectives (all numeric, all finite for every row).
+OBJECTIVE_COLUMNS = (
+    "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s", "gpus", "memory_bytes_per_gpu",
+    "params_total", "params_active",
+)
+DEFAULT_OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
+
+WORKLOAD_KEYS = ("isl", "osl")
+DEPLOY_KEYS = ("batch", "precision", "tp", "pp", "ep", "dp", "moe_imbalance")
+TEXT_PARAMS = ("hardware", "model", "precision")
+FLAG_PARAMS = ("gated", "tied", "qkv_bias")
+_MIN1 = {"hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "isl", "osl", "batch", "tp", "pp",
+         "ep", "dp"}
+_MOE_PARAMS = ("experts_per_token", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers")
+_SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
+_DEPLOY_DEFAULTS = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
+
+#: Infeasibility codes added by the space (the simulator's are 1-7, see ``explorer.simulate.REASONS``).
+SPACE_REASONS = {
+    101: "hidden is not a multiple of head_dim (heads = hidden/head_dim)",
+    102: "kv_heads does not divide heads",
+    103: "experts_per_token outside 1..experts",
+    104: "dense_layers not below layers",
+    105: "sliding_layers exceeds layers",
+    110: "total parameters outside the capacity band",
+    111: "active parameters outside the capacity band",
+    120: "tokens/s/user below the minimum",
+    121: "TTFT above the maximum",
+}
+_SHAPE_RULES = (101, 102, 103, 104, 105)
+_SIM_STRUCTURAL = (1, 2, 3, 4, 5, 7)
+
+
+def reason_label(code: int) -> str:
+    """Short description of an infeasibility code (simulator or space)."""
+    return SPACE_REASONS.get(int(code)) or REASONS.get(int(code), f"reason {code}")
+
+
+@dataclass(frozen=True)
+class Fixed:
+    value: Any
+
+    def describe(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class IntRange:
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+
+    def describe(self) -> str:
+        return f"{self.low}..{self.high}" + (" log" if self.log else f" step {self.step}" if self.step != 1 else "")
+
+    def count(self) -> int:
+        return (self.high - self.low) // self.step + 1
+
+    def values(self) -> np.ndarray:
+        return np.arange(self.low, self.high + 1, self.step, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    low: float
+    high: float
+    step: float | None = None
+    log: bool = False
+
+    def describe(self) -> str:
+        return f"{self.low:g}..{self.high:g}" + (" log" if self.log else f" step {self.step:g}" if self.step else "")
+
+    def count(self) -> int:
+        assert self.step is not None
+        return int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
+
+    def values(self) -> np.ndarray:
+        return self.low + self.step * np.arange(self.count(), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return "[" + ", ".join(str(c) for c in self.choices) + "]"
+
+
+Param = Fixed | IntRange | FloatRange | Choice
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    sampler: str = "tpe"
+    trials: int = 300
+    seed: int = 0
+    population_size: int = 20
+    #: Trials asked and scored together in one vectorized simulator call (None: per-sampler default).
+    batch_trials: int | None = None
+    #: Hypervolume reference point, one value per objective (default: the origin, all-maximize only).
+    hypervolume_reference: tuple[float, ...] | None = None
+    #: Refuse grids larger than this (points).
+    max_grid_points: int = 20_000_000
+    #: Grid CSV: rows kept as a uniform sample when the grid is too large to keep every row.
+    grid_sample: int = 20_000
+
+
+@dataclass(frozen=True, eq=False)
+class SearchSpace:
+    where: str
+    text: str
+    params: dict[str, Param]
+    derived: tuple[str, ...]  # "heads" (= hidden/head_dim) and/or "ffn" (= expert_ffn, MoE)
+    shape_search: bool
+    capacity: dict[str, tuple[float, float]]  # "total"/"active" -> (low, high) parameters
+    min_tokens_per_s_per_user: float | None
+    max_ttft_s: float | None
+    objectives: dict[str, str]
+    search: SearchSettings
+    description: str = ""
+
+    # ---------------------------------------------------------------- structure
+    @property
+    def name(self) -> str:
+        return Path(self.where).stem
+
+    @property
+    def searched(self) -> dict[str, Param]:
+        return {k: p for k, p in self.params.items() if not isinstance(p, Fixed)}
+
+    @property
+    def uses_model(self) -> bool:
+        return "model" in self.params
+
+    @property
+    def directions(self) -> list[str]:
+        return list(self.objectives.values())
+
+    def constraint_keys(self) -> list[str]:
+        keys = ["structure", "memory"]
+        keys += [f"params_{k}" for k in ("total", "active") if k in self.capacity]
+        if self.min_tokens_per_s_per_user is not None:
+            keys.append("min_tokens_per_s_per_user")
+        if self.max_ttft_s is not None:
+            keys.append("max_ttft_s")
+        return keys
+
+    def hypervolume_reference(self) -> list[float] | None:
+        """Reference point for hypervolumes, or None when it cannot be defaulted."""
+        ref = self.search.hypervolume_reference
+        if ref is not None:
+            return list(ref)
+        if all(d == "maximize" for d in self.directions):
+            return [0.0] * len(self.objectives)
+        return None
+
+    def grid_axes(self) -> list[tuple[str, np.ndarray | list]]:
+        """The discrete values of every searched parameter (the grid is their Cartesian product)."""
+        self.grid_size()  # refuses float ranges without a step
+        return [(name, list(p.choices) if isinstance(p, Choice) else p.values()) for name, p in self.searched.items()]
+
+    def grid_size(self) -> int:
+        """Points in the grid (computed without listing them)."""
+        size = 1
+        for name, p in self.searched.items():
+            if isinstance(p, FloatRange) and p.step is None:
+                raise SpecError(self.where, self._key(name),
+                                f"a float range without 'step' cannot be gridded ({p.describe()}); add a step "
+                                "or use a sampler (tpe, nsga2, random)")
+            size *= len(p.choices) if isinstance(p, Choice) else p.count()
+        return size
+
+    @cached_property
+    def grid(self) -> tuple[list[str], list[np.ndarray], tuple[int, ...]]:
+        """(names, values, shape) of the grid axes; text axes as object arrays."""
+        axes = self.grid_axes()
+        values = [np.asarray(v, dtype=object) if any(isinstance(x, str) for x in v) else np.asarray(v, dtype=np.float64)
+                  for _, v in axes]
+        return [n for n, _ in axes], values, tuple(len(v) for v in values)
+
+    def fingerprint(self) -> str:
+        """Hash of what defines the points and their scores (not the search settings): a study resumed
+        under a different space would mix incomparable trials."""
+        canon = {
+            "params": {k: [type(p).__name__, _jsonable(p.__dict__)] for k, p in self.params.items()},
+            "derived": list(self.derived),
+            "capacity": {k: list(v) for k, v in self.capacity.items()},
+            "slo": [self.min_tokens_per_s_per_user, self.max_ttft_s],
+            "objectives": self.objectives,
+        }
+        return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def _key(self, name: str) -> str:
+        if name == "hardware" or name == "model":
+            return name
+        if name in WORKLOAD_KEYS:
+            return f"workload.{name}"
+        if name in DEPLOY_KEYS:
+            return f"deployment.{name}"
+        return f"shape.{name}"
+
+    # ---------------------------------------------------------------- provenance
+    def constraints_meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.capacity:
+            out["capacity"] = {f"{k}_B": [lo / 1e9, hi / 1e9] for k, (lo, hi) in self.capacity.items()}
+            out["anchor"] = "; ".join(f"{k} parameters in [{lo / 1e9:g}, {hi / 1e9:g}] B"
+                                      for k, (lo, hi) in self.capacity.items())
+        else:
+            out["anchor"] = "fixed model" if not self.shape_search else "none"
+        if self.min_tokens_per_s_per_user is not None:
+            out["min_tokens_per_s_per_user"] = self.min_tokens_per_s_per_user
+        if self.max_ttft_s is not None:
+            out["max_ttft_s"] = self.max_ttft_s
+        return out
+
+    def workload_meta(self) -> dict[str, Any]:
+        return {k: _jsonable(self.params[k].value) if isinstance(self.params[k], Fixed) else self.params[k].describe()
+                for k in WORKLOAD_KEYS}
+
+    def hardware_names(self) -> list[str]:
+        p = self.params["hardware"]
+        return [p.value] if isinstance(p, Fixed) else list(p.choices)
+
+    # ---------------------------------------------------------------- scoring
+    def columns(self, samples: Mapping[str, Any], n: int | None = None) -> tuple[int, dict[str, np.ndarray]]:
+        """Every parameter as a column of ``n`` points: the sampled ones from ``samples`` (1-D arrays or
+        lists, one entry per point), the fixed ones broadcast.  ``n`` is needed only when nothing is
+        searched."""
+        for k, v in samples.items():
+            if k not in self.params:
+                raise KeyError(f"sample column '{k}' is not a parameter of {self.where}")
+            if n is not None and len(v) != n:
+                raise ValueError(f"sample column '{k}' has {len(v)} entries, expected {n}")
+            n = len(v)
+        missing = [k for k in self.searched if k not in samples]
+        if missing:
+            raise KeyError(f"samples lack searched parameter(s) {missing}")
+        n = 1 if n is None else n
+        cols: dict[str, np.ndarray] = {}
+        for k, p in self.params.items():
+            if k in samples:
+                v = samples[k]
+                cols[k] = (np.asarray(v, dtype=object) if k in TEXT_PARAMS
+                           else np.asarray(v, dtype=np.float64))
+            else:
+                assert isinstance(p, Fixed)
+                v = p.value
+                cols[k] = np.full(n, v, dtype=object) if k in TEXT_PARAMS else np.full(n, float(v))
+        return n, cols
+
+    def evaluate(self, samples: Mapping[str, Any], n: int | None = None) -> Evaluation:
+        """Score design points (cheap path: arrays only, no text)."""
+        n, cols = self.columns(samples, n)
+        if n == 0:  # the simulator needs a row: score one and keep none
+            one = {k: [p.choices[0] if isinstance(p, Choice) else p.low] for k, p in self.searched.items()}
+            return self.evaluate(one, 1).take(np.zeros(0, dtype=np.int64))
+        shape_codes = np.zeros(n, dtype=np.int64)
+        sim_cols = dict(cols)
+        if not self.uses_model:
+            sim_cols, shape_codes = self._shape_columns(cols, n)
+        values: dict[str, Any] = {k: v for k, v in sim_cols.items() if k not in TEXT_PARAMS}
+        values["hardware"] = cols["hardware"].astype(str)
+        values["precision"] = cols["precision"].astype(str)
+        if self.uses_model:
+            values["model"] = cols["model"].astype(str)
+        else:
+            # explorer.design.build_design fills shape defaults only through a preset (a bare custom
+            # shape trips over ModelShape's required fields); every shape column is given here, so
+            # the preset is a placeholder whose values are all overridden.
+            values["model"] = _PLACEHOLDER_PRESET
+        design, table = build_design(values, self.where)
+        res = simulate(design, table)
+        return self._finish(n, cols, design, table, res, shape_codes)
+
+    def score(self, samples: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
+        """Score design points into a results table (``explorer.results`` columns + ``c_*``)."""
+        return self.frame(self.evaluate(samples, n))
+
+    def _shape_columns(self, cols: dict[str, np.ndarray], n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Derived shape columns, the space's shape rules as codes, and values made safe to simulate
+        for rows that break a rule (the results table shows the sampled values)."""
+        c = dict(cols)
+        code = np.zeros(n, dtype=np.int64)
+
+        def flag(rule: int, bad: np.ndarray) -> None:
+            np.copyto(code, rule, where=bad & (code == 0))
+
+        if "heads" in self.derived:
+            H, d = c["hidden"], c["head_dim"]
+            flag(101, np.mod(H, d) != 0)
+            c["heads"] = np.maximum(np.floor(H / d), 1.0)
+        if "ffn" in self.derived:
+            c["ffn"] = c["expert_ffn"].copy()
+        mla = c["kv_lora_rank"] > 0
+        flag(102, ~mla & (np.mod(c["heads"], c["kv_heads"]) != 0))
+        E = c["experts"]
+        moe = E > 0
+        k = c["experts_per_token"]
+        flag(103, moe & ((k < 1) | (k > E)))
+        flag(104, moe & (c["dense_layers"] >= c["layers"]))
+        flag(105, c["sliding_layers"] > c["layers"])
+        # dense rows of a mixed dense/MoE space carry no MoE parameters
+        for m in _MOE_PARAMS:
+            c[m] = np.where(moe, c[m], 0.0)
+        c["experts_per_token"] = np.where(moe, np.clip(k, 1.0, np.maximum(E, 1.0)), 0.0)
+        c["dense_layers"] = np.where(moe, np.minimum(c["dense_layers"], c["layers"] - 1.0), 0.0)
+        c["sliding_layers"] = np.minimum(c["sliding_layers"], c["layers"])
+        return c, code
+
+    def _finish(self, n, cols, design, table, res, shape_codes) -> Evaluation:
+        sim_code = np.asarray(res["reason_code"], dtype=np.int64)
+        cons: dict[str, np.ndarray] = {}
+        structural = (shape_codes > 0) | np.isin(sim_code, _SIM_STRUCTURAL)
+        cons["structure"] = structural.astype(np.float64)
+        cons["memory"] = res["memory_bytes_per_gpu"] / res["memory_capacity_bytes"] - 1.0
+        code = np.where(shape_codes > 0, shape_codes, 0)
+        band_code = np.zeros(n, dtype=np.int64)
+        for kind, rule in (("total", 110), ("active", 111)):
+            if kind in self.capacity:
+                lo, hi = self.capacity[kind]
+                p = res[f"params_{kind}"]
+                cons[f"params_{kind}"] = np.maximum((lo - p) / lo if lo > 0 else -p, (p - hi) / hi)
+                np.copyto(band_code, rule, where=(cons[f"params_{kind}"] > 0) & (band_code == 0))
+        slo_code = np.zeros(n, dtype=np.int64)
+        if self.min_tokens_per_s_per_user is not None:
+            lim = self.min_tokens_per_s_per_user
+            cons["min_tokens_per_s_per_user"] = (lim - res["tokens_per_s_per_user"]) / lim
+            np.copyto(slo_code, 120, where=cons["min_tokens_per_s_per_user"] > 0)
+        if self.max_ttft_s is not None:
+            lim = self.max_ttft_s
+            cons["max_ttft_s"] = (res["ttft_s"] - lim) / lim
+            np.copyto(slo_code, 121, where=(cons["max_ttft_s"] > 0) & (slo_code == 0))
+        # precedence: shape rules, capacity band, simulator (structure, then memory), SLOs
+        for later in (band_code, sim_code, slo_code):
+            code = np.where(code == 0, later, code)
+        feasible = code == 0
+        objectives = np.column_stack([np.asarray(res[k], dtype=np.float64) for k in self.objectives])
+        return Evaluation(n=n, cols=cols, design=design, table=table, res=res, code=code, feasible=feasible,
+                          constraints=cons, objectives=objectives)
+
+    def frame(self, ev: Evaluation) -> pd.DataFrame:
+        """The results table of an evaluation: ``explorer.results`` columns, the sampled values of the
+        space's own parameters, the final ``feasible``/``reason_code``/``reason`` and ``c_*``."""
+        model = _map_text(ev.cols["model"], lambda m: get_preset(m).shape.name) if self.uses_model else "custom"
+        prec = _map_text(ev.cols["precision"], lambda p: parse_precision(p).label)
+        df = results_frame(ev.design, ev.table, ev.res, text={"model": model, "precision": prec})
+        if not self.uses_model:
+            bad = np.isin(ev.code, _SHAPE_RULES)
+            for k in SHAPE_COLUMNS:
+                if k in ev.cols and bad.any():
+                    df.loc[bad, k] = ev.cols[k][bad].astype(np.int64)
+        df["feasible"] = ev.feasible
+        df["reason_code"] = ev.code
+        reason = df["reason"].to_numpy(dtype=object).copy()
+        for c in np.unique(ev.code):
+            if c in SPACE_REASONS:
+                m = ev.code == c
+                reason[m] = self._space_reasons(int(c), ev, m)
+        df["reason"] = reason
+        for k, v in ev.constraints.items():
+            df[f"c_{k}"] = v
+        return df
+
+    def _space_reasons(self, code: int, ev: Evaluation, m: np.ndarray) -> list[str]:
+        c, r = ev.cols, ev.res
+        if code == 101:
+            return [f"hidden={int(h)} is not a multiple of head_dim={int(d)}"
+                    for h, d in zip(c["hidden"][m], c["head_dim"][m], strict=True)]
+        if code == 102:
+            heads = ev.design["heads"][m]
+            return [f"kv_heads={int(k)} does not divide heads={int(h)}"
+                    for k, h in zip(c["kv_heads"][m], heads, strict=True)]
+        if code == 103:
+            return [f"experts_per_token={int(k)} outside 1..experts={int(e)}"
+                    for k, e in zip(c["experts_per_token"][m], c["experts"][m], strict=True)]
+        if code == 104:
+            return [f"dense_layers={int(a)} not below layers={int(b)}"
+                    for a, b in zip(c["dense_layers"][m], c["layers"][m], strict=True)]
+        if code == 105:
+            return [f"sliding_layers={int(a)} exceeds layers={int(b)}"
+                    for a, b in zip(c["sliding_layers"][m], c["layers"][m], strict=True)]
+        if code in (110, 111):
+            kind = "total" if code == 110 else "active"
+            lo, hi = self.capacity[kind]
+            return [f"{kind} parameters {p / 1e9:.1f} B outside the capacity band {lo / 1e9:g}-{hi / 1e9:g} B"
+                    for p in r[f"params_{kind}"][m]]
+        if code == 120:
+            return [f"tokens/s/user {x:.1f} below the minimum {self.min_tokens_per_s_per_user:g}"
+                    for x in r["tokens_per_s_per_user"][m]]
+        if code == 121:
+            return [f"TTFT {x:.3g} s above the maximum {self.max_ttft_s:g} s" for x in r["ttft_s"][m]]
+        return [reason_label(code)] * int(m.sum())
+
+
+@dataclass
+class Evaluation:
+    """Scores of ``n`` design points before they become a table."""
+
+    n: int
+    cols: dict[str, np.ndarray]  # every parameter as sampled (fixed ones broadcast)
+    design: dict[str, np.ndarray]
+    table: HardwareTable
+    res: dict[str, np.ndarray]
+    code: np.ndarray  # final reason code (0 feasible)
+    feasible: np.ndarray
+    constraints: dict[str, np.ndarray]  # graded, <= 0 feasible
+    objectives: np.ndarray  # (n, m) in the space's objective order
+
+    def take(self, idx: np.ndarray) -> Evaluation:
+        """The rows ``idx`` only."""
+        def sub(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return {k: np.asarray(v)[idx] for k, v in d.items()}
+
+        return Evaluation(len(idx), sub(self.cols), sub(self.design), self.table, sub(self.res), self.code[idx],
+                          self.feasible[idx], sub(self.constraints), self.objectives[idx])
+
+
+_PLACEHOLDER_PRESET = "llama-3.1-8b"
+
+
+def _map_text(col: np.ndarray, fn) -> np.ndarray:
+    """Apply ``fn`` once per distinct value of a text column."""
+    uniq, inv = np.unique(col.astype(str), return_inverse=True)
+    return np.array([fn(u) for u in uniq], dtype=object)[inv]
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------------------------
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Read and validate a search-space YAML file."""
+    p = Path(path)
+    data = read_yaml(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError:  # pragma: no cover - read_yaml already read it
+        text = ""
+    return parse_space(data, str(p), text)
+
+
+def space_from_text(text: str, where: str) -> SearchSpace:
+    """Parse a space from its YAML text (worker processes re-create the space this way)."""
+    import yaml
+
+    return parse_space(yaml.safe_load(text), where, text)
+
+
+def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
+    """Validate a parsed YAML document (see the module docstring and docs/sweeps.md)."""
+    if data is None:
+        raise SpecError(where, None, "empty file: expected a search space (hardware, shape or model, workload, ...)")
+    top = Section(data, where)
+    top.check_keys({"description", "hardware", "model", "shape", "workload", "deployment", "constraints",
+                    "objectives", "search"})
+    description = top.string("description", "")
+    params: dict[str, Param] = {}
+
+    # hardware
+    params["hardware"] = _text_param(top, "hardware", _check_hardware)
+
+    # model preset or shape
+    has_model, has_shape = top.has("model"), top.has("shape")
+    if has_model and has_shape:
+        raise SpecError(where, "shape", "give either 'model' (a preset: deployment-only search) or 'shape', not both")
+    if not has_model and not has_shape:
+        raise SpecError(where, None, "give 'model' (a preset name) or 'shape' (the model shape to search)")
+    derived: list[str] = []
+    shape_search = False
+    if has_model:
+        params["model"] = _text_param(top, "model", _check_model)
+    else:
+        sh = top.section("shape")
+        sh.check_keys(set(SHAPE_COLUMNS))
+        given = {k: _num_param(sh, k) for k in SHAPE_COLUMNS if sh.has(k)}
+        shape_search = any(not isinstance(p, Fixed) for p in given.values())
+        for req, why in (("hidden", ""), ("layers", ""), ("kv_heads", " (e.g. 8 for grouped-query attention)")):
+            if req not in given:
+                raise SpecError(where, f"shape.{req}", f"required key is missing{why}")
+        moe_possible = "experts" in given and _max_value(given["experts"]) > 0
+        moe_always = "experts" in given and _min_value(given["experts"]) > 0
+        if "ffn" not in given:
+            if not moe_always:
+                raise SpecError(where, "shape.ffn", "required key is missing (MLP width; MoE shapes may omit it "
+                                                    "when experts > 0 everywhere: ffn then equals expert_ffn)")
+            derived.append("ffn")
+        if moe_possible:
+            for req in ("experts_per_token", "expert_ffn"):
+                if req not in given:
+                    raise SpecError(where, f"shape.{req}", "required key is missing for an MoE shape (experts > 0)")
+        else:
+            extra = [k for k in _MOE_PARAMS if k in given and _max_value(given[k]) > 0]
+            if extra:
+                raise SpecError(where, f"shape.{extra[0]}", "MoE parameter given but the shape has no experts "
+                                                            "(set shape.experts > 0)")
+        if "heads" not in given:
+            derived.append("heads")
+        for k in SHAPE_COLUMNS:
+            if k in given:
+                params[k] = given[k]
+            elif k == "heads" or (k == "ffn" and "ffn" in derived):
+                continue  # derived per point
+            else:
+                params[k] = Fixed(int(_SHAPE_DEFAULTS[k]))
+        _check_fixed_shape(params, where)
+
+    # workload
+    wl = top.section("workload")
+    wl.check_keys(set(WORKLOAD_KEYS))
+    for k in WORKLOAD_KEYS:
+        if not wl.has(k):
+            raise SpecError(where, f"workload.{k}", "required key is missing (tokens per request)")
+        params[k] = _num_param(wl, k)
+
+    # deployment
+    dep = top.section("deployment")
+    dep.check_keys(set(DEPLOY_KEYS))
+    if not dep.has("batch"):
+        raise SpecError(where, "deployment.batch", "required key is missing (concurrent sequences per replica)")
+    params["batch"] = _num_param(dep, "batch")
+    params["precision"] = _text_param(dep, "precision", _check_precision) if dep.has("precision") else Fixed("bf16")
+    for k in ("tp", "pp", "ep", "dp", "moe_imbalance"):
+        params[k] = _num_param(dep, k) if dep.has(k) else Fixed(_DEPLOY_DEFAULTS[k])
+    _check_ep(params, where, has_model)
+
+    # constraints
+    cons = top.section("constraints", required=False)
+    cons.check_keys({"capacity", "min_tokens_per_s_per_user", "max_ttft_s"})
+    capacity: dict[str, tuple[float, float]] = {}
+    if cons.has("capacity"):
+        cap = cons.section("capacity")
+        cap.check_keys({"total_B", "active_B"})
+        for kind in ("total", "active"):
+            if cap.has(f"{kind}_B"):
+                capacity[kind] = _band(cap, f"{kind}_B")
+        if not capacity:
+            raise SpecError(where, "constraints.capacity", "give total_B: [low, high] and/or active_B: [low, high]")
+    if shape_search and not capacity:
+        raise SpecError(
+            where, "constraints.capacity",
+            "required when the shape is searched: state a capacity band (e.g. capacity: {total_B: [65, 75]}); "
+            "without a quality anchor a throughput search simply picks the smallest model",
+        )
+    if has_model and capacity:
+        _check_presets_in_band(params["model"], capacity, where)
+    min_tpu = cons.number("min_tokens_per_s_per_user", None, min_value=0, min_exclusive=True)
+    max_ttft = cons.number("max_ttft_s", None, min_value=0, min_exclusive=True)
+
+    # objectives
+    objectives = dict(DEFAULT_OBJECTIVES)
+    if top.has("objectives"):
+        obj = top.section("objectives")
+        obj.check_keys(set(OBJECTIVE_COLUMNS))
+        objectives = {str(k): obj.string(k, choices=set(DIRECTIONS)) for k in obj.data}
+        if not objectives:
+            raise SpecError(where, "objectives", "give at least one objective (e.g. tokens_per_s_per_gpu: maximize)")
+
+    # search settings
+    se = top.section("search", required=False)
+    se.check_keys({"sampler", "trials", "seed", "population_size", "batch_trials", "hypervolume_reference",
+                   "max_grid_points", "grid_sample"})
+    defaults = SearchSettings()
+    ref = None
+    if se.has("hypervolume_reference"):
+        raw = se.raw("hypervolume_reference")
+        if not isinstance(raw, list) or len(raw) != len(objectives):
+            raise SpecError(where, "search.hypervolume_reference",
+                            f"expected a list of {len(objectives)} numbers (one per objective), got {raw!r}")
+        ref = tuple(float(check_number(v, where, f"search.hypervolume_reference[{i}]")) for i, v in enumerate(raw))
+    settings = SearchSettings(
+        sampler=se.string("sampler", defaults.sampler, choices=set(SAMPLERS)),
+        trials=se.number("trials", defaults.trials, integer=True, min_value=1),
+        seed=se.number("seed", defaults.seed, integer=True, min_value=0),
+        population_size=se.number("population_size", defaults.population_size, integer=True, min_value=2),
+        batch_trials=se.number("batch_trials", None, integer=True, min_value=1),
+        hypervolume_reference=ref,
+        max_grid_points=se.number("max_grid_points", defaults.max_grid_points, integer=True, min_value=1),
+        grid_sample=se.number("grid_sample", defaults.grid_sample, integer=True, min_value=0),
+    )
+    return SearchSpace(
+        where=where, text=text, params=params, derived=tuple(derived), shape_search=shape_search,
+        capacity=capacity, min_tokens_per_s_per_user=min_tpu, max_ttft_s=max_ttft, objectives=objectives,
+        search=settings, description=description,
+    )
+
+
+# ---------------------------------------------------------------- parameter parsing
+
+
+def _num_param(sec: Section, name: str) -> Param:
+    """A numeric parameter: fixed, choices or a range."""
+    where, key = sec.where, sec.key(name)
+    raw = sec.raw(name)
+    flag = name in FLAG_PARAMS
+    is_float = name == "moe_imbalance"
+    lo_bound = 1.0 if is_float else (1 if name in _MIN1 else 0)
+
+    def one(v: Any, k: str) -> Any:
+        if flag:
+            if isinstance(v, bool):
+                return int(v)
+            if v in (0, 1) and not isinstance(v, float):
+                return int(v)
+            raise SpecError(where, k, f"expected true/false, got {v!r}")
+        return check_number(v, where, k, integer=not is_float, min_value=lo_bound)
+
+    if isinstance(raw, list):
+        return _choices([one(v, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
+    if isinstance(raw, Mapping):
+        rs = Section(raw, where, key)
+        if "choices" in raw:
+            rs.check_keys({"choices"})
+            ch = raw["choices"]
+            if not isinstance(ch, list):
+                raise SpecError(where, f"{key}.choices", f"expected a list, got {ch!r}")
+            return _choices([one(v, f"{key}.choices[{i}]") for i, v in enumerate(ch)], where, f"{key}.choices")
+        rs.check_keys({"low", "high", "step", "log"})
+        if flag:
+            raise SpecError(where, key, "a flag takes true/false or a choice list, not a range")
+        low = rs.number("low", integer=not is_float, min_value=lo_bound)
+        high = rs.number("high", integer=not is_float, min_value=lo_bound)
+        log = rs.raw("log", False)
+        if not isinstance(log, bool):
+            raise SpecError(where, f"{key}.log", f"expected true/false, got {log!r}")
+        if low > high:
+            raise SpecError(where, key, f"empty range: low {low} > high {high}")
+        step = rs.number("step", None, integer=not is_float, min_value=0, min_exclusive=True)
+        if log and step is not None and not (not is_float and step == 1):
+            raise SpecError(where, f"{key}.step", "a log range takes no step (Optuna samples log ranges continuously)")
+        if log and low <= 0:
+            raise SpecError(where, f"{key}.low", f"a log range needs low > 0, got {low}")
+        if is_float:
+            if step is not None and not math.isclose(((high - low) / step) % 1.0, 0.0, abs_tol=1e-9) \
+                    and not math.isclose(((high - low) / step) % 1.0, 1.0, abs_tol=1e-9):
+                raise SpecError(where, key, f"high {high} is not low {low} plus a whole number of steps {step}")
+            return FloatRange(float(low), float(high), None if step is None else float(step), log)
+        step = 1 if step is None else int(step)
+        if (high - low) % step:
+            raise SpecError(where, key, f"high {high} is not low {low} plus a whole number of steps {step} "
+                                        f"(e.g. high: {low + (high - low) // step * step})")
+        return IntRange(int(low), int(high), step, log)
+    return Fixed(one(raw, key))
+
+
+def _choices(values: list[Any], where: str, key: str) -> Param:
+    if not values:
+        raise SpecError(where, key, "empty choice list")
+    seen: list[Any] = []
+    for v in values:
+        if v in seen:
+            raise SpecError(where, key, f"duplicate choice {v!r}")
+        seen.append(v)
+    return Choice(tuple(values)) if len(values) > 1 else Fixed(values[0])
+
+
+def _text_param(sec: Section, name: str, check) -> Param:
+    where, key = sec.where, sec.key(name)
+    raw = sec.raw(name)
+    if isinstance(raw, Mapping):
+        rs = Section(raw, where, key)
+        rs.check_keys({"choices"})
+        raw = rs.raw("choices")
+        key = f"{key}.choices"
+        if not isinstance(raw, list):
+            raise SpecError(where, key, f"expected a list, got {raw!r}")
+    if isinstance(raw, list):
+        vals = [check(v, where, f"{key}[{i}]") for i, v in enumerate(raw)]
+        return _choices(vals, where, key)
+    return Fixed(check(raw, where, key))
+
+
+def _check_hardware(v: Any, where: str, key: str) -> str:
+    if not isinstance(v, str):
+        raise SpecError(where, key, f"expected a hardware name, got {v!r}")
+    try:
+        return load_hardware(v).name
+    except SpecError as e:
+        if e.where == "--hardware":  # unknown name: re-anchor the message at this file and key
+            raise SpecError(where, key, e.message) from None
+        raise
+
+
+def _check_model(v: Any, where: str, key: str) -> str:
+    if not isinstance(v, str):
+        raise SpecError(where, key, f"expected a model preset name, got {v!r}")
+    return get_preset(v, where, key).shape.name
+
+
+def _check_precision(v: Any, where: str, key: str) -> str:
+    if not isinstance(v, str):
+        raise SpecError(where, key, f"expected a precision name (bf16, fp8, fp4, ...), got {v!r}")
+    parse_precision(v, where, key)
+    return v
+
+
+def _band(sec: Section, name: str) -> tuple[float, float]:
+    where, key = sec.where, sec.key(name)
+    raw = sec.raw(name)
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise SpecError(where, key, f"expected [low, high] in billions of parameters, got {raw!r}")
+    lo = check_number(raw[0], where, f"{key}[0]", min_value=0)
+    hi = check_number(raw[1], where, f"{key}[1]", min_value=0, min_exclusive=True)
+    if lo > hi:
+        raise SpecError(where, key, f"empty band: low {lo} > high {hi}")
+    return float(lo) * 1e9, float(hi) * 1e9
+
+
+def _values(p: Param) -> list[float]:
+    if isinstance(p, Fixed):
+        return [p.value]
+    if isinstance(p, Choice):
+        return list(p.choices)
+    return [p.low, p.high]
+
+
+def _min_value(p: Param) -> float:
+    return min(_values(p))
+
+
+def _max_value(p: Param) -> float:
+    return max(_values(p))
+
+
+def _check_fixed_shape(params: dict[str, Param], where: str) -> None:
+    """Contradictions between fixed shape values (ranges are checked per point instead)."""
+
+    def fixed(k: str) -> Any:
+        p = params.get(k)
+        return p.value if isinstance(p, Fixed) else None
+
+    heads, kv, H, d = fixed("heads"), fixed("kv_heads"), fixed("hidden"), fixed("head_dim")
+    if heads is None and H is not None and d is not None:
+        if H % d:
+            raise SpecError(where, "shape.head_dim", f"hidden {H} is not a multiple of head_dim {d} "
+                                                     "(heads = hidden/head_dim when heads is not given)")
+        heads = H // d
+    if heads is not None and kv is not None and not fixed("kv_lora_rank") and heads % kv:
+        raise SpecError(where, "shape.kv_heads", f"kv_heads {kv} does not divide heads {heads}")
+    if kv is not None and "kv_heads" in params and not fixed("kv_lora_rank"):
+        hmax = _max_value(params["heads"]) if "heads" in params else (
+            _max_value(params["hidden"]) // _min_value(params["head_dim"]))
+        if kv > hmax:
+            raise SpecError(where, "shape.kv_heads", f"kv_heads {kv} exceeds the largest possible heads {int(hmax)}")
+    E, k = fixed("experts"), fixed("experts_per_token")
+    if E and k is not None and not 1 <= k <= E:
+        raise SpecError(where, "shape.experts_per_token", f"must be between 1 and experts={E}, got {k}")
+    dl, L = fixed("dense_layers"), fixed("layers")
+    if E and dl is not None and L is not None and dl >= L:
+        raise SpecError(where, "shape.dense_layers", f"must be < layers={L}, got {dl}")
+
+
+def _check_ep(params: dict[str, Param], where: str, has_model: bool) -> None:
+    if _max_value(params["ep"]) <= 1:
+        return
+    if has_model:
+        names = _values(params["model"])
+        moe = any(get_preset(n).shape.experts > 0 for n in names)
+    else:
+        moe = _max_value(params.get("experts", Fixed(0))) > 0
+    if not moe:
+        raise SpecError(where, "deployment.ep", "expert parallelism needs an MoE model (experts > 0); "
+                                                "this space has none")
+
+
+def _check_presets_in_band(p: Param, capacity: dict[str, tuple[float, float]], where: str) -> None:
+    names = _values(p)
+    inside = []
+    for n in names:
+        counts = param_counts(get_preset(n).shape.columns())
+        inside.append(all(lo <= float(counts[k]) <= hi for k, (lo, hi) in capacity.items()))
+    if not any(inside):
+        n = names[0]
+        counts = param_counts(get_preset(n).shape.columns())
+        desc = ", ".join(f"{k} {float(counts[k]) / 1e9:.1f} B" for k in capacity)
+        raise SpecError(where, "constraints.capacity", f"no model in the space lies inside the band ({n}: {desc})")
