@@ -501,22 +501,25 @@ def compare_fronts(
     }
 
 
-def to_jsonable(d: Any) -> Any:
+def to_jsonable(d: Any, fallback: Any = None) -> Any:
     """Recursively convert a result (dicts, lists, numpy arrays/scalars) to plain JSON types.
 
-    numpy arrays become lists, numpy scalars Python scalars, tuples lists, mapping keys strings,
-    and non-finite floats (NaN, inf) become None so ``json.dumps(..., allow_nan=False)`` works.
+    numpy arrays become lists, numpy scalars Python scalars, tuples and sets lists, mapping keys
+    strings, and non-finite floats (NaN, inf) become None so ``json.dumps(..., allow_nan=False)``
+    works.  Other objects go to ``fallback(obj)`` when given, else raise TypeError.
     """
     if isinstance(d, Mapping):
-        return {str(k): to_jsonable(v) for k, v in d.items()}
+        return {str(k): to_jsonable(v, fallback) for k, v in d.items()}
     if isinstance(d, np.ndarray):
-        return [to_jsonable(v) for v in d.tolist()]
-    if isinstance(d, (list, tuple)):
-        return [to_jsonable(v) for v in d]
+        return [to_jsonable(v, fallback) for v in d.tolist()]
+    if isinstance(d, (list, tuple, set, frozenset)):
+        return [to_jsonable(v, fallback) for v in d]
     if isinstance(d, np.generic):
         d = d.item()
     if isinstance(d, float):
         return d if math.isfinite(d) else None
     if d is None or isinstance(d, (bool, int, str)):
         return d
+    if fallback is not None:
+        return fallback(d)
     raise TypeError(f"cannot convert {type(d).__name__} to JSON")

@@ -71,7 +71,7 @@ class _Chunk:
 
 def _score_chunk(space: SearchSpace, start: int, stop: int) -> _Chunk:
     flat = np.arange(start, stop, dtype=np.int64)
-    ev = space.evaluate(decode(space, flat), len(flat))
+    ev = space.evaluate(decode(space, flat), len(flat), detail=False)  # kept rows are re-scored in full
     codes, counts = np.unique(ev.code, return_counts=True)
     feas = ev.feasible
     idx, obj = flat[feas], ev.objectives[feas]

@@ -307,12 +307,13 @@ class SearchSpace:
                 cols[k] = np.full(n, v, dtype=object) if k in TEXT_PARAMS else np.full(n, float(v))
         return n, cols
 
-    def evaluate(self, samples: Mapping[str, Any], n: int | None = None) -> Evaluation:
-        """Score design points (cheap path: arrays only, no text)."""
+    def evaluate(self, samples: Mapping[str, Any], n: int | None = None, detail: bool = True) -> Evaluation:
+        """Score design points (cheap path: arrays only, no text).  ``detail=False`` skips the
+        breakdown (``t_*_s`` are NaN; see :func:`explorer.simulate.simulate`): for grid scans."""
         n, cols = self.columns(samples, n)
         if n == 0:  # the simulator needs a row: score one and keep none
             one = {k: [p.choices[0] if isinstance(p, Choice) else p.low] for k, p in self.searched.items()}
-            return self.evaluate(one, 1).take(np.zeros(0, dtype=np.int64))
+            return self.evaluate(one, 1, detail).take(np.zeros(0, dtype=np.int64))
         shape_codes = np.zeros(n, dtype=np.int64)
         sim_cols = dict(cols)
         if not self.uses_model:
@@ -322,13 +323,8 @@ class SearchSpace:
         values["precision"] = cols["precision"].astype(str)
         if self.uses_model:
             values["model"] = cols["model"].astype(str)
-        else:
-            # explorer.design.build_design fills shape defaults only through a preset (a bare custom
-            # shape trips over ModelShape's required fields); every shape column is given here, so
-            # the preset is a placeholder whose values are all overridden.
-            values["model"] = _PLACEHOLDER_PRESET
         design, table = build_design(values, self.where)
-        res = simulate(design, table)
+        res = simulate(design, table, detail=detail)
         return self._finish(n, cols, design, table, res, shape_codes)
 
     def score(self, samples: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
@@ -474,7 +470,6 @@ class Evaluation:
                           self.feasible[idx], sub(self.constraints), self.objectives[idx])
 
 
-_PLACEHOLDER_PRESET = "llama-3.1-8b"
 
 
 def _map_text(col: np.ndarray, fn) -> np.ndarray:

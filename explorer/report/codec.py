@@ -23,7 +23,6 @@ early, whatever the study name or space file says.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
@@ -32,10 +31,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.frontier import to_jsonable
+
 #: Significant digits kept for float columns other than the exact ones.
 FLOAT_DIGITS = 5
 
 _DATA_RE_TEMPLATE = r'<script type="application/json" id="{id}">(.*?)</script>'
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, pd.Timestamp):
+        return obj.isoformat()
+    return str(obj)
 
 
 def jsonable(obj: Any) -> Any:
@@ -43,23 +52,7 @@ def jsonable(obj: Any) -> Any:
 
     Non-finite floats become None.  Used for ``meta``, which callers fill from many places.
     """
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, np.ndarray):
-        return [jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    if isinstance(obj, PurePath):
-        return str(obj)
-    if isinstance(obj, (pd.Timestamp,)):
-        return obj.isoformat()
-    return str(obj)
+    return to_jsonable(obj, fallback=_plain)
 
 
 def dumps(obj: Any) -> str:
