@@ -11,12 +11,14 @@ picks from; we take the fastest, as a library's heuristic would):
   keeps at least 256 of K: an assumption matching cuBLAS/CUTLASS split-K heuristics);
 * ``waves = ceil(tiles*s / SMs)``, and every wave counts as full:
   ``compute_s = waves * SMs * 2*Tm*Tn*(K/s) / (peak * eta_c)``;
-* memory: a weight-streaming kernel spreads the ``K x N`` operand over
-  ``n_units = groups*ceil(N/32)*s_m`` CTAs (GEMV-style column slices of :data:`MEM_SLICE_N`),
-  ``s_m = ceil(SMs/(groups*ceil(N/32)))`` capped as above, whatever M and the output tile are; ``bytes = groups*(b_a*M*K + b_w*K*N + b_out*M*N)`` and ``memory_s = bytes / (hbm_bw * eta_m * min(1, n_units/SMs))`` -- a kernel
-  with fewer work units than SMs cannot draw full bandwidth (one CTA per SM pulls at most its
-  share: an assumption).  Taking the memory decomposition independent of M makes the time of a
-  GEMM never fall when M grows (adding rows never helps), which a per-M split choice violated;
+* memory: ``bytes = groups*(b_a*M*K + b_w*K*N + b_out*M*N)`` and
+  ``memory_s = bytes / (hbm_bw * eta_m * occupancy)``, where a kernel with fewer CTAs than SMs
+  cannot draw full bandwidth (one CTA per SM pulls at most its share: an assumption).  CTAs =
+  ``groups*ceil(N/32)`` column slices (GEMV-style, :data:`MEM_SLICE_N`) times the larger of the
+  K splits (``ceil(SMs/slices)``, capped as above) and the row blocks ``ceil(M/Tm_min)``.  Since
+  occupancy jumps at row-block boundaries, the time taken is the lower envelope over padding M up
+  to the next block or to the first block count that fills the SMs (a library can always pad
+  rows): adding rows never makes a GEMM faster;
 * split-K partial sums (fp32) are not counted as HBM traffic: split-K is used on skinny GEMMs whose
   partials (``M*N*4*s`` bytes, a few MB) stay in L2 (assumption);
 * ``time_s = max(compute_s, memory_s) + launch_s``.
@@ -95,11 +97,22 @@ def gemm_cost(
     rate_c = 2.0 / (peak_flops * eta_c)  # seconds per FLOP at the achievable peak
     rate_m = 1.0 / (hbm_bw * eta_m)
 
-    # memory: independent of M's tiling and of the output tile (see module docstring)
+    # memory (see module docstring): CTAs = column slices x max(K splits, row blocks of the smallest
+    # tile); the time is the lower envelope over padding M up to the next row block or to the first
+    # row count that fills the SMs, so that adding rows never makes a GEMM faster
     slices = np.maximum(groups * np.ceil(nc / MEM_SLICE_N), 1e-9)
     s_m = np.clip(np.ceil(sms / slices), 1.0, k_split_cap)
-    occupancy_m = np.minimum(1.0, slices * s_m / sms)
-    memory_s = base_bytes * rate_m / occupancy_m
+    tm_min = np.min(tiles_m, axis=-1)
+
+    def mem_time(m):
+        occ = np.minimum(1.0, np.maximum(s_m, np.ceil(np.maximum(m, 1e-9) / tm_min)) * slices / sms)
+        return groups * (b_a * m * K + b_w * K * N + b_out * m * N) * rate_m / occ
+
+    k_now = np.ceil(mc / tm_min)
+    k_full = np.ceil(sms / slices)  # row blocks that fill the SMs
+    memory_s = mem_time(M)
+    memory_s = np.minimum(memory_s, mem_time(k_now * tm_min + 1.0))
+    memory_s = np.minimum(memory_s, mem_time(np.maximum(M, (k_full - 1.0) * tm_min + 1.0)))
 
     def per_tile(tm, tn):
         tiles = np.maximum(groups * np.ceil(nc / tn) * np.ceil(mc / tm), 1e-9)
