@@ -30,7 +30,7 @@ import numpy as np
 
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import allreduce_s, alltoall_s, link, p2p_s
-from explorer.costs.gemm import gemm_cost
+from explorer.costs.gemm import GemmCost, gemm_cost
 from explorer.hardware import HardwareTable
 from explorer.model import (
     SHAPE_COLUMNS,
@@ -124,13 +124,34 @@ class _HW:
             [sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds], dtype=np.int64
         )[idx]
 
-    def gemm(self, M, N, K, b_a, b_w, b_out, groups=1.0, peak=None, moe=False):
-        f = self.eta_moe if moe else 1.0
-        return gemm_cost(
-            M, N, K, b_a, b_w, b_out, peak_flops=self.peak if peak is None else peak, hbm_bw=self.hbm_bw,
-            sms=self.sms, tiles_m=self.tiles_m, tiles_n=self.tiles_n, max_split_k=self.max_split_k,
-            eta_c=self.eta_c * f, eta_m=self.eta_m * f, launch_s=0.0, groups=groups,
-        )
+    def run_gemms(self, requests: list[tuple]) -> list[GemmCost]:
+        """Cost many GEMMs in one vectorized call: each request is
+        ``(M, N, K, b_a, b_w, b_out, groups, peak or None, moe)`` over the design points; they are
+        stacked on a leading axis (requests whose rows are all empty are skipped and cost zero)."""
+        n = len(self.sms)
+        out: list[GemmCost | None] = [None] * len(requests)
+        live = [i for i, r in enumerate(requests)
+                if np.any((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0))]
+        zero = np.zeros(n)
+        for i in set(range(len(requests))) - set(live):
+            out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
+        if live:
+            cols = np.empty((9, len(live), n))  # M N K b_a b_w b_out groups peak moe-factor
+            for row, i in enumerate(live):
+                r = requests[i]
+                for j in range(7):
+                    cols[j, row] = r[j]
+                cols[7, row] = self.peak if r[7] is None else r[7]
+                cols[8, row] = self.eta_moe if r[8] else 1.0
+            f = cols[8]
+            g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+                          peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms,
+                          tiles_m=self.tiles_m, tiles_n=self.tiles_n, max_split_k=self.max_split_k,
+                          eta_c=self.eta_c * f, eta_m=self.eta_m * f, launch_s=0.0, groups=cols[6])
+            fields = [getattr(g, k) for k in GemmCost.__dataclass_fields__]
+            for row, i in enumerate(live):
+                out[i] = GemmCost(*(a[row] for a in fields))
+        return [o for o in out if o is not None]
 
 
 class _Shape:
@@ -164,21 +185,55 @@ class _Shape:
         self.E_loc = np.where(self.E > 0, self.E / self.e, 0.0)
 
 
-def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
-    """Per-GPU times of one stage step and of the LM head.
+#: GEMMs of one step, in the order of a plan's requests.
+_GEMMS = ("qkv", "o", "up", "down", "eup", "edown", "router", "sup", "sdown", "lm")
+
+
+def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups) -> dict:
+    """Token counts of one stage step and its GEMM requests (costed later, all passes at once).
 
     ``m_dec`` decode tokens (sequences) per attention group at mean context ``S``; ``n_pre``
     prompts of ``P`` tokens prefilled in the same step; ``moe_groups`` attention groups whose tokens
     meet in the MoE layers (``dp`` for steady state, 1 for a lone request's TTFT).
-    Returns dict of per-layer-average times (seconds) by component, and flags of boundness.
     """
     H, t = s.H, s.t
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
+    T_tot = M * moe_groups  # tokens meeting in the stage's experts
+    is_moe = s.E > 0
+    if np.any(is_moe):
+        E_safe = np.maximum(s.E, 1.0)
+        touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_tot))
+        touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
+        m_e = np.where(is_moe, T_tot * s.k / s.e * s.imb / np.maximum(touched, 1e-9), 0.0)
+    else:
+        touched = m_e = np.zeros_like(T_tot)
+    shared_w = s.Es * s.Fs / t
+    M_moe = np.where(is_moe, M, 0.0)
+    M_shared = np.where(shared_w > 0, M, 0.0)
+    requests = [
+        (M, s.n_in, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # qkv (or MLA projections)
+        (M, H, s.nq_loc * s.d, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # attention output
+        (M, s.g * s.F / t, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP up (+gate)
+        (M, H, s.F / t, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP down
+        (m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts up
+        (m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts down
+        (M_moe, s.E, H, s.b_a, EMBED_BYTES, 4.0, 1.0, hw.bf16_peak, False),  # router (bf16)
+        (M_shared, s.g * shared_w, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts up
+        (M_shared, H, shared_w, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts down
+        # LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
+        (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
+    ]
+    return {"m_dec": m_dec, "n_pre": n_pre, "P": P, "M": M, "T_tot": T_tot, "shared_w": shared_w,
+            "requests": requests}
+
+
+def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
+    """Per-GPU times of one stage step (per-layer averages by component) and the LM head."""
+    H, t = s.H, s.t
+    m_dec, n_pre, P, M, T_tot = plan["m_dec"], plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
     S = s.isl + s.osl / 2.0  # mean decode context (DESIGN.md)
     frac_sl = np.where(s.L > 0, s.n_sl / s.L, 0.0)
-    # --- attention block
-    qkv = hw.gemm(M, s.n_in, H, s.b_a, s.b_w, s.b_a)
-    o = hw.gemm(M, H, s.nq_loc * s.d, s.b_a, s.b_w, s.b_a)
+    # --- attention scores/values
     S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
     fl_d, by_d = decode_attention(m_dec, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
     fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
@@ -189,45 +244,24 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
     attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c)
     attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m)
     t_attn = np.maximum(attn_c, attn_m)
-    # prefill attention alone (to split the breakdown)
     # --- collectives
     bw_t, lat_t = link(t, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
     t_ar = allreduce_s(M * H * ALLREDUCE_BYTES, t, bw_t, lat_t, hw.eta_n)
-    # --- dense MLP
-    up = hw.gemm(M, s.g * s.F / t, H, s.b_a, s.b_w, s.b_a)
-    down = hw.gemm(M, H, s.F / t, s.b_a, s.b_w, s.b_a)
-    # --- MoE
-    T_tot = M * moe_groups  # tokens meeting in the stage's experts
     is_moe = s.E > 0
-    E_safe = np.maximum(s.E, 1.0)
-    touched = (s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_tot)) if np.any(is_moe)
-               else np.zeros_like(T_tot))
-    touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
-    pairs_gpu = T_tot * s.k / s.e * s.imb
-    m_e = np.where(is_moe, pairs_gpu / np.maximum(touched, 1e-9), 0.0)
-    eup = hw.gemm(m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, groups=touched, moe=True)
-    edown = hw.gemm(m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, groups=touched, moe=True)
-    router = hw.gemm(np.where(is_moe, M, 0.0), s.E, H, s.b_a, EMBED_BYTES, 4.0, peak=hw.bf16_peak)
-    shared_w = s.Es * s.Fs / t
-    sup = hw.gemm(np.where(shared_w > 0, M, 0.0), s.g * shared_w, H, s.b_a, s.b_w, s.b_a)
-    sdown = hw.gemm(np.where(shared_w > 0, M, 0.0), H, shared_w, s.b_a, s.b_w, s.b_a)
-    group_ep = s.t * s.dp
-    bw_e, lat_e = link(group_ep, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
-    tok_origin = T_tot / group_ep
-    a2a_frac = (s.e - 1.0) / s.e
     if np.any(is_moe & (s.e > 1)):
+        group_ep = s.t * s.dp
+        bw_e, lat_e = link(group_ep, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
+        tok_origin = T_tot / group_ep
+        a2a_frac = (s.e - 1.0) / s.e
         t_a2a = (alltoall_s(tok_origin * s.k * H * s.b_a * a2a_frac, s.e, bw_e, lat_e, hw.eta_n)
                  + alltoall_s(tok_origin * s.k * H * COMBINE_BYTES * a2a_frac, s.e, bw_e, lat_e, hw.eta_n))
         t_a2a = np.where(is_moe, t_a2a, 0.0)
     else:
         t_a2a = np.zeros_like(T_tot)
-    # --- LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
-    lm = hw.gemm(m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0)
     # --- per-layer sums (averaged over dense and MoE layers)
-    L = s.L
-    wd, wm = s.n_dense / L, s.n_moe / L
-    gemm_attn = qkv.time_s + o.time_s
-    t_gemm = gemm_attn + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
+    qkv, o, up, down, eup, edown, router, sup, sdown = (g[k] for k in _GEMMS[:-1])
+    wd, wm = s.n_dense / s.L, s.n_moe / s.L
+    t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
     t_moe = wm * (eup.time_s + edown.time_s + router.time_s)
     t_comm = 2.0 * t_ar + wm * t_a2a
     comp = {
@@ -240,11 +274,19 @@ def _step(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups):
         "attn_c": attn_c, "attn_m": attn_m,
     }
     kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER + np.where(t > 1, 2.0, 0.0)
-               + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(shared_w > 0, 2.0, 0.0)
+               + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(plan["shared_w"] > 0, 2.0, 0.0)
                                   + np.where(s.e > 1, 2.0, 0.0)))
     per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
                  "overhead": kernels * hw.launch}
-    return per_layer, lm, comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
+    return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
+
+
+def _steps(s: _Shape, hw: _HW, plans: list[dict]):
+    """Cost every plan's GEMMs in one stacked call, then each step's times."""
+    requests = [r for p in plans for r in p["requests"]]
+    costs = hw.run_gemms(requests)
+    n = len(_GEMMS)
+    return [_step(s, hw, p, dict(zip(_GEMMS, costs[i * n:(i + 1) * n], strict=True))) for i, p in enumerate(plans)]
 
 
 def _stage_time(s: _Shape, per_layer, lm, hw: _HW):
@@ -276,10 +318,15 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
 
     m_a = s.B / (s.p * s.dp)  # decode sequences per attention group per micro-batch
     n_pre = m_a / s.osl
-    mixed, lm_mixed, comp, gemms = _step(s, hw, m_a, n_pre, s.isl, s.dp)
+    plans = [_plan(s, hw, m_a, n_pre, s.isl, s.dp),  # steady-state mixed step
+             _plan(s, hw, 0.0 * m_a, 1.0 + 0.0 * m_a, s.isl, 1.0 + 0.0 * m_a)]  # a lone prefill (TTFT)
     if detail:
-        dec, lm_dec, _, _ = _step(s, hw, m_a, 0.0 * m_a, s.isl, s.dp)
-    ttft_pl, lm_ttft, _, _ = _step(s, hw, 0.0 * m_a, 1.0 + 0.0 * m_a, s.isl, 1.0 + 0.0 * m_a)
+        plans.append(_plan(s, hw, m_a, 0.0 * m_a, s.isl, s.dp))  # the same step without prefill
+    steps = _steps(s, hw, plans)
+    mixed, lm_mixed, comp, gemms = steps[0]
+    ttft_pl, lm_ttft, _, _ = steps[1]
+    if detail:
+        dec, lm_dec, _, _ = steps[2]
 
     bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
     bw_p = np.where(s.t * s.dp * s.p <= hw.domain, hw.up_bw, bw_p)

@@ -108,43 +108,86 @@ def gemm_cost(
         occ = np.minimum(1.0, np.maximum(s_m, np.ceil(np.maximum(m, 1e-9) / tm_min)) * slices / sms)
         return groups * (b_a * m * K + b_w * K * N + b_out * m * N) * rate_m / occ
 
-    k_now = np.ceil(mc / tm_min)
-    k_full = np.ceil(sms / slices)  # row blocks that fill the SMs
-    memory_s = mem_time(M)
-    memory_s = np.minimum(memory_s, mem_time(k_now * tm_min + 1.0))
-    memory_s = np.minimum(memory_s, mem_time(np.maximum(M, (k_full - 1.0) * tm_min + 1.0)))
+    if np.all(slices * s_m >= sms):  # every row fills the SMs already (most layer GEMMs): no envelope
+        memory_s = base_bytes * rate_m
+    else:
+        k_now = np.ceil(mc / tm_min)
+        k_full = np.ceil(sms / slices)  # row blocks that fill the SMs
+        memory_s = mem_time(M)
+        memory_s = np.minimum(memory_s, mem_time(k_now * tm_min + 1.0))
+        memory_s = np.minimum(memory_s, mem_time(np.maximum(M, (k_full - 1.0) * tm_min + 1.0)))
 
-    def per_tile(tm, tn):
-        tiles = np.maximum(groups * np.ceil(nc / tn) * np.ceil(mc / tm), 1e-9)
-        s = np.clip(np.floor(sms / tiles), 1.0, k_split_cap)
+    # Tile shapes: plain numbers when every point has the same list (one hardware kind), so that
+    # row/column tile counts are computed once per distinct Tm/Tn value (cheaper), else per point.
+    n_tiles = tiles_m.shape[-1]
+    shared = bool(np.all(tiles_m == tiles_m[..., :1, :]) and np.all(tiles_n == tiles_n[..., :1, :])) \
+        if tiles_m.ndim > 1 and tiles_m.shape[-2] > 0 else True
+    if shared:
+        tms = [float(x) for x in np.reshape(tiles_m, (-1, n_tiles))[0]]
+        tns = [float(x) for x in np.reshape(tiles_n, (-1, n_tiles))[0]]
+    else:
+        tms = [tiles_m[..., j] for j in range(n_tiles)]
+        tns = [tiles_n[..., j] for j in range(n_tiles)]
+    rows: dict = {}
+    cols_: dict = {}
+
+    def ceil_div(cache: dict, x, t, j: int, scale=None):
+        key = t if shared else j
+        if key not in cache:
+            v = np.ceil(x / t)
+            cache[key] = v if scale is None else v * scale
+        return cache[key]
+
+    compute_base = sms * K * rate_c  # seconds per (wave x tile area / split)
+
+    def per_tile(j: int):
+        tm, tn = tms[j], tns[j]
+        tiles = ceil_div(cols_, nc, tn, j, groups) * ceil_div(rows, mc, tm, j)
+        np.maximum(tiles, 1e-9, out=tiles)
+        s = np.floor(sms / tiles)
+        np.maximum(s, 1.0, out=s)
+        np.minimum(s, k_split_cap, out=s)
         units = tiles * s
         waves = np.ceil(units / sms)
-        return tiles, units, waves, waves * sms * tm * tn * (K / s) * rate_c
+        c = waves / s
+        c *= compute_base
+        c *= tm * tn
+        return tiles, units, waves, c
 
     # pass 1: the fastest tile shape per point (as a library heuristic would pick); memory time is
     # the same for every tile, so the fastest is the one with the least compute time
-    n_tiles = tiles_m.shape[-1]
     best_c = best_j = None
     for j in range(n_tiles):
-        c_s = per_tile(tiles_m[..., j], tiles_n[..., j])[3]
+        c_s = per_tile(j)[3]
         if best_c is None:
             best_c, best_j = c_s, np.zeros(c_s.shape, dtype=np.int64)
         else:
             better = c_s < best_c
-            best_c = np.where(better, c_s, best_c)
-            best_j = np.where(better, j, best_j)
+            np.copyto(best_c, c_s, where=better)
+            np.copyto(best_j, j, where=better)
     assert best_c is not None and best_j is not None
     # pass 2: the chosen tile's figures
-    if n_tiles == 1:
-        tm, tn = tiles_m[..., 0], tiles_n[..., 0]
+    if n_tiles == 1 or (shared and np.all(best_j == best_j.flat[0])):
+        j0 = int(best_j.flat[0]) if n_tiles > 1 else 0
+        tiles, units, waves, compute_s = per_tile(j0)
+        tm, tn = tms[j0], tns[j0]
     else:
         tm = np.take_along_axis(np.broadcast_to(tiles_m, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
         tn = np.take_along_axis(np.broadcast_to(tiles_n, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
-    tiles, units, waves, compute_s = per_tile(tm, tn)
+        tiles = np.maximum(groups * np.ceil(nc / tn) * np.ceil(mc / tm), 1e-9)
+        s = np.clip(np.floor(sms / tiles), 1.0, k_split_cap)
+        units = tiles * s
+        waves = np.ceil(units / sms)
+        compute_s = waves / s * compute_base * tm * tn
     nbytes = base_bytes * np.ones_like(compute_s)
     t = np.maximum(compute_s, memory_s)
-    tile_eff = np.where(active, groups * M * N / np.maximum(tiles * tm * tn, 1e-30), 1.0)
-    wave_eff = np.where(active, units / (waves * sms), 1.0)
+    tile_eff = groups * M * N / np.maximum(tiles * tm * tn, 1e-30)
+    wave_eff = units / (waves * sms)
+    if np.all(active):  # nothing to blank out
+        flops = flops * np.ones_like(t)
+        return GemmCost(t + launch_s, compute_s, memory_s, flops, nbytes, tile_eff, wave_eff, tiles, waves)
+    tile_eff = np.where(active, tile_eff, 1.0)
+    wave_eff = np.where(active, wave_eff, 1.0)
     zero = np.zeros_like(t)
     return GemmCost(
         time_s=np.where(active, t + launch_s, zero),
