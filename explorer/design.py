@@ -50,7 +50,7 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
 
     def full(v: Any) -> np.ndarray:
         a = np.asarray(v)
-        return np.broadcast_to(a, (n,)) if a.ndim == 0 else a
+        return np.broadcast_to(a, (n,)) if a.ndim == 0 or len(a) == 1 else a
 
     # shape
     if "model" in values and values["model"] is not None:
