@@ -48,6 +48,13 @@ FORMATS: dict[str, Format] = {
             "OCP MXFP4: 4-bit E2M1 + one E8M0 scale per 32 elements = 4.25 bits (OCP MX spec v1.0)",
         ),
         Format(
+            "mxfp4-wo",
+            0.53125,
+            None,
+            "MXFP4 weights dequantized in the GEMM (weight-only) on GPUs without FP4 tensor cores, as "
+            "gpt-oss runs on Hopper (Triton MoE kernels)",
+        ),
+        Format(
             "int8",
             1.0,
             None,
@@ -73,6 +80,8 @@ POLICIES: dict[str, tuple[str, str, str]] = {
     "w4a8": ("fp4", "fp8", "fp8"),
     "mxfp4": ("mxfp4", "fp8", "fp8"),
     "w8a16": ("int8", "bf16", "bf16"),
+    # MXFP4 checkpoints (gpt-oss) on GPUs without FP4 tensor cores: weights dequantized to bf16
+    "mxfp4-w4a16": ("mxfp4-wo", "bf16", "fp8"),
     "w4a16": ("int4", "bf16", "bf16"),
 }
 

@@ -310,7 +310,9 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
     cfmt = np.asarray(c["compute_fmt"], dtype=np.int64)
     # attention runs in the activation's tensor format, at most fp8 (no FP4 attention kernels)
-    a_idx = np.where(s.b_a >= 2.0, 0, TENSOR_FORMATS.index("fp8"))
+    # (FP8 attention kernels exist for GQA -- FlashAttention-3, TensorRT-LLM FP8 FMHA; MLA kernels
+    # such as FlashMLA compute in bf16 whatever the cache format)
+    a_idx = np.where((s.b_a >= 2.0) | s.mla, 0, TENSOR_FORMATS.index("fp8"))
     hw = _HW(table, idx, cfmt, a_idx)
     # Missing formats: compute with the bf16 peak so figures stay finite; the row is infeasible.
     hw.peak = np.where(np.isfinite(hw.peak), hw.peak, hw.bf16_peak)

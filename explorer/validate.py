@@ -15,7 +15,9 @@ Mapping rules (each one a documented assumption):
 * ``output_throughput_total`` / ``output_throughput`` are per TP group: divided by ``num_gpus``.
 * ``osl: null`` (gpt-fast) means its default of 200 generated tokens.
 * Precision labels map to policies: NVFP4 -> fp4 (FP8 KV), FP8 -> fp8, "FP4 (MXFP4 MoE weights)"
-  -> fp4 on Blackwell, INT8/INT4 weight-only -> w8a16/w4a16, BF16/FP16 as is.  Mixed recipes
+  -> fp4 on Blackwell, INT8/INT4 weight-only -> w8a16/w4a16, BF16/FP16 as is.  gpt-oss (an MXFP4-only
+  checkpoint) on GPUs without FP4 tensor cores -> ``mxfp4-w4a16`` (weights dequantized to bf16),
+  whatever the run's label.  Mixed recipes
   (NVFP4 MoE with BF16 attention) use fp4 for all weights: optimistic for attention weights.
 * GEMM cases run :func:`explorer.costs.gemm.gemm_cost` with bf16 outputs; STREAM triad is the
   achievable bandwidth ``hbm_bw * eta_memory``; NCCL all-reduce bus bandwidth is
@@ -83,8 +85,12 @@ class Case:
     note: str = ""
 
 
-def _precision(label: Any, hw: Hardware) -> str:
+def _precision(label: Any, hw: Hardware, model: str = "") -> str:
     s = str(label).lower()
+    if model.startswith("gpt-oss") and not hw.supports("fp4"):
+        # gpt-oss ships only as an MXFP4 checkpoint; without FP4 tensor cores (Hopper) its MoE
+        # weights are dequantized in the GEMM, whatever the run's label ("FP8 (as labeled)")
+        return "mxfp4-w4a16"
     if "int4" in s:
         return "w4a16"
     if "int8" in s:
@@ -151,7 +157,7 @@ def parse_case(raw: Any, index: int) -> Case:
         if unit.lower() not in INFERENCE_METRICS[metric][1]:
             raise ValueError(f"unit '{unit}' does not fit metric {metric}")
         preset = get_preset(str(raw.get("model")), cid, "model")
-        prec = _precision(raw.get("precision"), hw)
+        prec = _precision(raw.get("precision"), hw, preset.shape.name)
         notes = str(raw.get("notes", "")).lower()
         if re.search(r"(?<!no)mtp", cid.lower()) or ("mtp" in notes and "without mtp" not in notes):
             raise ValueError("needs speculative decoding (MTP) acceptance, which the simulator does not model yet")
