@@ -162,19 +162,60 @@ def write_fit(fit: Fit, measurements: str | Path) -> Path:
         "",
     ]
     new = text[: m.start()] + "\n".join(block)
-    for key in ("kernel_launch_us", "step_us", "per_sequence_us"):
-        line = f"  {key}: {_fmt(v[key])}"
+    new = _set_lines(new, "overheads", {k: v[k] for k in OVERHEAD_KEYS}, "calibrated")
+    return _replace_checked(path, new)
+
+
+OVERHEAD_KEYS = ("kernel_launch_us", "step_us", "per_sequence_us")
+EFFICIENCY_KEYS = ("compute", "memory", "network", "moe")
+
+
+def _set_lines(text: str, section: str, values: dict[str, float], comment: str) -> str:
+    """Set ``  key: value  # comment`` lines inside a top-level YAML section (added when missing)."""
+    m = re.search(rf"^{section}:\s*\n", text, re.M)
+    if not m:
+        raise ValueError(f"no '{section}:' section")
+    end = re.search(r"^\S", text[m.end():], re.M)
+    stop = m.end() + (end.start() if end else len(text) - m.end())
+    body = text[m.end():stop]
+    for key, value in values.items():
+        line = f"  {key}: {_fmt(value)}  # {comment}"
         pat = re.compile(rf"^  {key}:.*$", re.M)
-        if pat.search(new):
-            new = pat.sub(line + "  # calibrated", new, count=1)
-        else:
-            new = re.sub(r"^(overheads:\s*\n)", rf"\1{line}  # calibrated\n", new, count=1, flags=re.M)
+        body = pat.sub(line, body, count=1) if pat.search(body) else line + "\n" + body
+    return text[:m.end()] + body + text[stop:]
+
+
+def _replace_checked(path: Path, new: str) -> Path:
+    """Write ``new`` over ``path`` atomically, after checking that it loads."""
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(new, encoding="utf-8")
-    load_check = tmp  # validate before replacing
-    _load_file(load_check)
+    try:
+        _load_file(tmp)
+    except Exception:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
     return path
+
+
+def transfer(dst: str | Hardware, src: str | Hardware, kernel_factors: bool) -> Path:
+    """Copy a calibrated kind's serving factors (MoE efficiency and the overheads) -- and, with
+    ``kernel_factors``, its compute/memory/network efficiencies -- to a kind with no measurements.
+    Recorded in the destination file as ``efficiency.transferred`` (an assumption, dated)."""
+    d = load_hardware(dst) if not isinstance(dst, Hardware) else dst
+    s_ = load_hardware(src) if not isinstance(src, Hardware) else src
+    path = Path(d.path)
+    text = path.read_text(encoding="utf-8")
+    note = f"transferred from {s_.name}'s calibration"
+    text = _set_lines(text, "overheads", {k: getattr(s_, PARAMS[k][0]) * PARAMS[k][3] for k in OVERHEAD_KEYS}, note)
+    keys = EFFICIENCY_KEYS if kernel_factors else ("moe",)
+    text = _set_lines(text, "efficiency", {k: getattr(s_, PARAMS[k][0]) for k in keys}, note)
+    what = "all factors" if kernel_factors else "MoE factor and serving overheads"
+    line = (f"  transferred: \"no measurement on this kind; {what} copied from {s_.name}.yaml's calibration "
+            f"of {_dt.date.today().isoformat()} (assumption)\"")
+    pat = re.compile(r"^  transferred:.*$", re.M)
+    text = pat.sub(line, text, count=1) if pat.search(text) else text.rstrip("\n") + "\n" + line + "\n"
+    return _replace_checked(path, text)
 
 
 def _yaml_str(s: str) -> str:

@@ -194,3 +194,21 @@ def test_write_fit_records_values_and_keeps_file_loadable(tmp_path):
     assert "prior_source" in again.raw["efficiency"]["calibration"]
     text = path.read_text()
     assert textwrap.dedent("NVLink").strip() in text  # the rest of the file is kept
+
+
+def test_transfer_copies_serving_factors_to_an_unmeasured_kind(tmp_path):
+    from explorer.calibrate import transfer
+
+    src = load_hardware("h200")
+    path = tmp_path / "mi300x.yaml"
+    path.write_text(open(load_hardware("mi300x").path).read())
+    before = _load_file(path)
+    transfer(str(path), src, kernel_factors=False)
+    after = _load_file(path)
+    assert after.eta_moe == pytest.approx(src.eta_moe, rel=1e-3)
+    assert after.per_sequence_s == pytest.approx(src.per_sequence_s, rel=1e-3)
+    assert after.step_overhead_s == pytest.approx(src.step_overhead_s, rel=1e-3)
+    assert after.eta_compute == before.eta_compute  # kernel factors kept without --all-factors
+    assert "h200" in after.raw["efficiency"]["transferred"]
+    transfer(str(path), src, kernel_factors=True)
+    assert _load_file(path).eta_compute == pytest.approx(src.eta_compute, rel=1e-3)

@@ -13,6 +13,10 @@ def register(sub) -> None:
     p.add_argument("--measurements", default=None, help="YAML file (default: validation/measurements.yaml)")
     p.add_argument("--write", action="store_true", help="record the fitted values in the hardware YAML")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
+    p.add_argument("--transfer-from", metavar="KIND",
+                   help="for a kind without measurements: copy KIND's calibrated MoE factor and overheads "
+                        "(with --all-factors also compute/memory/network) into its file")
+    p.add_argument("--all-factors", action="store_true", help="with --transfer-from: copy every factor")
     p.add_argument("--cross-validate", action="store_true",
                    help="also print the leave-one-out error of each case (fit on the others, predict it)")
     p.set_defaults(func=run)
@@ -23,6 +27,11 @@ def run(args) -> int:
     from explorer.validate import DEFAULT_MEASUREMENTS, load_cases
 
     path = args.measurements or DEFAULT_MEASUREMENTS
+    if args.transfer_from:
+        from explorer.calibrate import transfer
+
+        print(f"wrote {transfer(args.hardware, args.transfer_from, args.all_factors)}")
+        return 0
     cases = load_cases(path)
     if args.hardware == "all":
         names = sorted({c.hardware for c in cases if c.supported and c.hardware})
