@@ -161,6 +161,8 @@ class SearchSettings:
     max_grid_points: int = 20_000_000
     #: Grid CSV: rows kept as a uniform sample when the grid is too large to keep every row.
     grid_sample: int = 20_000
+    #: After a study, score every batch value of the front's designs (explorer/refine.py).
+    refine_batch: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -623,6 +625,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     # search settings
     se = top.section("search", required=False)
     se.check_keys({"sampler", "trials", "seed", "population_size", "batch_trials", "hypervolume_reference",
+                   "refine_batch",
                    "max_grid_points", "grid_sample"})
     defaults = SearchSettings()
     ref = None
@@ -641,6 +644,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         hypervolume_reference=ref,
         max_grid_points=se.number("max_grid_points", defaults.max_grid_points, integer=True, min_value=1),
         grid_sample=se.number("grid_sample", defaults.grid_sample, integer=True, min_value=0),
+        refine_batch=_flag(se, "refine_batch", defaults.refine_batch),
     )
     return SearchSpace(
         where=where, text=text, params=params, derived=tuple(derived), shape_search=shape_search,
@@ -650,6 +654,13 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
 
 
 # ---------------------------------------------------------------- parameter parsing
+
+
+def _flag(sec: Section, name: str, default: bool) -> bool:
+    v = sec.raw(name, default)
+    if not isinstance(v, bool):
+        raise SpecError(sec.where, sec.key(name), f"expected true or false, got {v!r}")
+    return v
 
 
 def _num_param(sec: Section, name: str) -> Param:

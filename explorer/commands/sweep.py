@@ -45,6 +45,8 @@ def register(sub) -> None:
                    help="local worker processes on one study (or grid chunks); default 1")
     p.add_argument("--out", default="reports", help="output folder (default: reports)")
     p.add_argument("--no-report", action="store_true", help="write the CSV only")
+    p.add_argument("--no-refine", action="store_true",
+                   help="skip the batch completion of the front's designs (search.refine_batch)")
     p.set_defaults(func=run)
 
 
@@ -90,7 +92,15 @@ def run(args) -> int:
         df, states = study_frame(space, r.study)
         interrupted = r.interrupted
         info = {"kind": "study", "storage": r.storage_desc, "before": r.trials_before, "run": r.trials_run,
-                "states": states, "seconds": r.seconds}
+                "states": states, "seconds": r.seconds, "refined": 0}
+        if space.search.refine_batch and not args.no_refine:
+            import pandas as pd
+
+            from explorer.refine import batch_completion
+
+            extra = batch_completion(space, df)
+            info["refined"] = len(extra)
+            df = pd.concat([df.assign(source="search"), extra], ignore_index=True)
     return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
 
 
@@ -228,8 +238,10 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
         feas = int(df["feasible"].sum())
         st = info["states"]
         other = {k: v for k, v in st.items() if k != "COMPLETE"}
+        refined = info.get("refined", 0)
         lines.append(f"sweep {study}: {info['run']} new trials ({sampler}, seed {seed}) in {info['seconds']:.1f} s; "
-                     f"the study holds {n} complete trials"
+                     f"the study holds {n - refined} complete trials"
+                     + (f", plus {refined:,} batch-completion points of the front's designs" if refined else "")
                      + (" (" + ", ".join(f"{v} {k.lower()}" for k, v in sorted(other.items())) + ")" if other else "")
                      + f" [{info['storage']}]")
     if interrupted:
