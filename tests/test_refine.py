@@ -60,9 +60,25 @@ def test_completion_never_shrinks_the_front(space):
     assert after >= before
 
 
-def test_nothing_to_complete_when_batch_is_fixed_or_nothing_feasible(tmp_path):
+def test_fixed_batch_still_completes_the_other_deployment_knobs(tmp_path):
     fixed = load_space(space_from(tmp_path, {"deployment.batch": 8}, name="f.yaml"))
-    assert len(batch_completion(fixed, scored(fixed, 10))) == 0
+    df = scored(fixed, 30)
+    extra = batch_completion(fixed, df)
+    assert set(extra["batch"]) <= {8}
+    deploy = [k for k in fixed.searched if k in ("tp", "pp", "ep", "dp", "precision", "hardware")]
+    assert deploy, "the test space searches deployment knobs"
+    both = pd.concat([df, extra], ignore_index=True)
+    front = df[front_table(df, fixed.objectives, "feasible").to_numpy()]
+    shape_keys = [k for k in fixed.searched if k not in deploy]
+    n_dep = int(np.prod([len(dict(fixed.grid_axes())[k]) for k in deploy]))
+    for _, row in front[shape_keys].drop_duplicates().iterrows():
+        m = np.ones(len(both), dtype=bool)
+        for k in shape_keys:
+            m &= (both[k] == row[k]).to_numpy()
+        assert len(both.loc[m, deploy].drop_duplicates()) == n_dep
+
+
+def test_nothing_to_complete_when_nothing_is_feasible(tmp_path):
     sp = load_space(space_from(tmp_path, {"deployment.batch": {"low": 1, "high": 8}}, name="g.yaml"))
     df = scored(sp, 10)
     df["feasible"] = False
