@@ -27,26 +27,37 @@ def scored(space, n=40, seed=0):
     return df
 
 
-def test_every_batch_of_every_front_configuration(space):
+def test_completion_scores_every_deployment_and_keeps_the_front(space, monkeypatch):
+    import explorer.refine as refine
+
     df = scored(space)
-    extra = batch_completion(space, df)
-    keys = [k for k in space.searched if k != "batch"]
+    scored_frames = []
+    real = refine.complete_shapes
+
+    def spy(sp, shapes):
+        out = real(sp, shapes)
+        scored_frames.append(out)
+        return out
+
+    monkeypatch.setattr(refine, "complete_shapes", spy)
+    extra = batch_completion(space, df, polish=False)
+    shape_keys, deploy = refine._split(space)
     front = df[front_table(df, space.objectives, "feasible").to_numpy()]
-    configs = front[keys].drop_duplicates()
+    n_shapes = len(front[shape_keys].drop_duplicates())
+    axes = dict(space.grid_axes())
+    n_dep = int(np.prod([len(axes[k]) for k in deploy])) * len(batch_values(space))
     assert len(batch_values(space)) == 64
-    # each front configuration now has all 64 batch values between the search's rows and the new ones
+    # every deployment (batch x tp x ... ) of every front shape was scored
+    assert len(scored_frames) == 1 and len(scored_frames[0]) == n_shapes * n_dep
+    assert extra.attrs["scored"] <= n_shapes * n_dep
+    # kept: exactly the new points on the combined front, none already in the table
+    keys = list(space.searched)
     both = pd.concat([df, extra], ignore_index=True)
-    for _, c in configs.iterrows():
-        m = np.ones(len(both), dtype=bool)
-        for k in keys:
-            m &= (both[k] == c[k]).to_numpy()
-        assert set(both.loc[m, "batch"]) >= set(range(1, 65))
-    # nothing the search already scored is repeated; numbering continues after the trials
-    assert not extra.duplicated(keys + ["batch"]).any()
-    merged = extra.merge(df[keys + ["batch"]], on=keys + ["batch"], how="inner")
-    assert merged.empty
+    on = front_table(both, space.objectives, "feasible").to_numpy()
+    assert on[len(df):].all()
+    assert extra.merge(df[keys], on=keys, how="inner").empty
     assert extra["trial"].tolist() == list(range(len(df), len(df) + len(extra)))
-    assert set(extra["source"]) == {"batch-sweep"}
+    assert set(extra["source"]) <= {"batch-sweep", "polish"}
 
 
 def test_completion_never_shrinks_the_front(space):
@@ -61,21 +72,30 @@ def test_completion_never_shrinks_the_front(space):
 
 
 def test_fixed_batch_still_completes_the_other_deployment_knobs(tmp_path):
+    import explorer.refine as refine
+
     fixed = load_space(space_from(tmp_path, {"deployment.batch": 8}, name="f.yaml"))
     df = scored(fixed, 30)
-    extra = batch_completion(fixed, df)
-    assert set(extra["batch"]) <= {8}
-    deploy = [k for k in fixed.searched if k in ("tp", "pp", "ep", "dp", "precision", "hardware")]
+    shape_keys, deploy = refine._split(fixed)
     assert deploy, "the test space searches deployment knobs"
-    both = pd.concat([df, extra], ignore_index=True)
     front = df[front_table(df, fixed.objectives, "feasible").to_numpy()]
-    shape_keys = [k for k in fixed.searched if k not in deploy]
+    shapes = front[shape_keys].drop_duplicates()
+    out = refine.complete_shapes(fixed, shapes)
     n_dep = int(np.prod([len(dict(fixed.grid_axes())[k]) for k in deploy]))
-    for _, row in front[shape_keys].drop_duplicates().iterrows():
-        m = np.ones(len(both), dtype=bool)
-        for k in shape_keys:
-            m &= (both[k] == row[k]).to_numpy()
-        assert len(both.loc[m, deploy].drop_duplicates()) == n_dep
+    assert len(out) == len(shapes) * n_dep and set(out["batch"]) == {8}
+    assert len(out[deploy].drop_duplicates()) == n_dep
+
+
+def test_polish_steps_one_parameter_one_notch():
+    import explorer.refine as refine
+
+    sp = load_space("search_spaces/quick.yaml")
+    shape_keys, _ = refine._split(sp)
+    base = pd.DataFrame([{k: dict(sp.grid_axes())[k][1] for k in shape_keys}])
+    nb = refine._neighbours(sp, base)
+    diff = (nb[shape_keys].to_numpy() != base[shape_keys].to_numpy()).sum(axis=1)
+    assert (diff == 1).all() and len(nb) == 2 * len(shape_keys) - sum(
+        1 for k in shape_keys if len(dict(sp.grid_axes())[k]) == 2)
 
 
 def test_nothing_to_complete_when_nothing_is_feasible(tmp_path):

@@ -100,6 +100,7 @@ def run(args) -> int:
 
             extra = batch_completion(space, df)
             info["refined"] = len(extra)
+            info["refine_scored"] = int(extra.attrs.get("scored", len(extra)))
             df = pd.concat([df.assign(source="search"), extra], ignore_index=True)
     return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
 
@@ -241,7 +242,8 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
         refined = info.get("refined", 0)
         lines.append(f"sweep {study}: {info['run']} new trials ({sampler}, seed {seed}) in {info['seconds']:.1f} s; "
                      f"the study holds {n - refined} complete trials"
-                     + (f", plus {refined:,} batch-completion points of the front's designs" if refined else "")
+                     + (f", plus {refined:,} front points from refining the front's designs "
+                        f"({info.get('refine_scored', refined):,} scored)" if refined else "")
                      + (" (" + ", ".join(f"{v} {k.lower()}" for k, v in sorted(other.items())) + ")" if other else "")
                      + f" [{info['storage']}]")
     if interrupted:
