@@ -154,31 +154,23 @@ def gemm_cost(
         c *= tm * tn
         return tiles, units, waves, c
 
-    # pass 1: the fastest tile shape per point (as a library heuristic would pick); memory time is
-    # the same for every tile, so the fastest is the one with the least compute time
-    best_c = best_j = None
+    # the fastest tile shape per point (as a library heuristic would pick); memory time is the same
+    # for every tile, so the fastest is the one with the least compute time
+    best = None
     for j in range(n_tiles):
-        c_s = per_tile(j)[3]
-        if best_c is None:
-            best_c, best_j = c_s, np.zeros(c_s.shape, dtype=np.int64)
-        else:
-            better = c_s < best_c
-            np.copyto(best_c, c_s, where=better)
-            np.copyto(best_j, j, where=better)
-    assert best_c is not None and best_j is not None
-    # pass 2: the chosen tile's figures
-    if n_tiles == 1 or (shared and np.all(best_j == best_j.flat[0])):
-        j0 = int(best_j.flat[0]) if n_tiles > 1 else 0
-        tiles, units, waves, compute_s = per_tile(j0)
-        tm, tn = tms[j0], tns[j0]
-    else:
-        tm = np.take_along_axis(np.broadcast_to(tiles_m, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
-        tn = np.take_along_axis(np.broadcast_to(tiles_n, best_j.shape + (n_tiles,)), best_j[..., None], -1)[..., 0]
-        tiles = np.maximum(groups * np.ceil(nc / tn) * np.ceil(mc / tm), 1e-9)
-        s = np.clip(np.floor(sms / tiles), 1.0, k_split_cap)
-        units = tiles * s
-        waves = np.ceil(units / sms)
-        compute_s = waves / s * compute_base * tm * tn
+        tiles_j, units_j, waves_j, c_j = per_tile(j)
+        if best is None:
+            tm_j = np.broadcast_to(np.asarray(tms[j], dtype=np.float64), c_j.shape)
+            tn_j = np.broadcast_to(np.asarray(tns[j], dtype=np.float64), c_j.shape)
+            best = [c_j, tiles_j, units_j, waves_j, tm_j.copy(), tn_j.copy()]
+            continue
+        better = c_j < best[0]
+        if not better.any():
+            continue
+        for dst, src in zip(best, (c_j, tiles_j, units_j, waves_j, tms[j], tns[j]), strict=True):
+            np.copyto(dst, src, where=better)
+    assert best is not None
+    compute_s, tiles, units, waves, tm, tn = best
     nbytes = base_bytes * np.ones_like(compute_s)
     t = np.maximum(compute_s, memory_s)
     tile_eff = groups * M * N / np.maximum(tiles * tm * tn, 1e-30)
