@@ -306,8 +306,10 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     the prefill share (a third less work, for exhaustive grids): the ``t_*_s`` columns are then NaN;
     re-simulate the rows you keep with ``detail=True`` to get them.  Every other figure is identical.
     """
-    s = _Shape(c)
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
+    if idx.size > GROUP_BY_HARDWARE_ROWS and np.any(idx != idx.flat[0]):
+        return _by_hardware(c, table, detail, idx)
+    s = _Shape(c)
     cfmt = np.asarray(c["compute_fmt"], dtype=np.int64)
     # attention runs in the activation's tensor format, at most fp8 (no FP4 attention kernels)
     # (FP8 attention kernels exist for GQA -- FlashAttention-3, TensorRT-LLM FP8 FMHA; MLA kernels
@@ -421,6 +423,25 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     res["mlp_up_wave_eff"] = gemms["up"].wave_eff
     res["qkv_tile_eff"] = gemms["gemm"].tile_eff
     return res
+
+
+#: Tables with several hardware kinds and more rows than this are scored one kind at a time (the
+#: GEMM tile scan is cheaper when every row shares one tile list); results are identical.
+GROUP_BY_HARDWARE_ROWS = 4096
+
+
+def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, idx: np.ndarray):
+    n = idx.size
+    order = np.argsort(idx, kind="stable")
+    cuts = np.flatnonzero(np.diff(idx[order])) + 1
+    out: dict[str, np.ndarray] = {}
+    for sel in np.split(order, cuts):
+        part = simulate({k: (np.asarray(v)[sel] if np.ndim(v) else v) for k, v in c.items()}, table, detail)
+        for k, v in part.items():
+            if k not in out:
+                out[k] = np.empty(n, dtype=v.dtype)
+            out[k][sel] = v
+    return out
 
 
 def reason_text(res: Mapping[str, np.ndarray], i: int) -> str:
