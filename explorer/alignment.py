@@ -28,6 +28,8 @@ changed width on memory feasibility or model quality.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -150,7 +152,7 @@ def alignment_table(df: pd.DataFrame) -> pd.DataFrame:
     # name, N, K, M_step, M_pre, groups_step, groups_pre, calls per token, b_w, b_out, aligned dim,
     # model parameter, model width per unit of the sharded dim, rows it applies to
     ones = np.ones(len(df))
-    specs = [
+    specs: list[tuple[Any, ...]] = [
         ("qkv", n_in, H, M_step, M_pre, ones, ones, layers_tok, b_w, b_a, "N", "heads+2*kv_heads", t / d, ~mla),
         ("o_proj", H, nq * d / t, M_step, M_pre, ones, ones, layers_tok, b_w, b_a, "K", "heads", t / d, ones > 0),
         ("mlp_up", g * F / t, H, M_step, M_pre, ones, ones, layers_tok * w_dense, b_w, b_a, "N", "ffn", t / g,

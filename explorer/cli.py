@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from explorer import __version__
 from explorer.errors import ExplorerError
@@ -17,7 +18,7 @@ COMMAND_MODULES = ("evaluate", "catalog", "sweep", "report", "compare", "validat
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+    def error(self, message: str) -> NoReturn:  # argparse's own errors: one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

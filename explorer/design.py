@@ -97,7 +97,7 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     if hws is None:
         raise SpecError(where, "hardware", "required")
     if hws.dtype == object and len(hws) and isinstance(hws[0], Hardware):
-        kinds = []
+        kinds: list[Hardware] = []
         for h in hws.tolist():
             if not any(h is k for k in kinds):
                 kinds.append(h)

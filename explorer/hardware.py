@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class Hardware:
 
     def with_efficiency(self, **factors: float) -> Hardware:
         """A copy with other efficiency factors or overheads (used by calibration and tests)."""
-        return replace(self, **factors)
+        return replace(self, **cast(dict[str, Any], factors))
 
 
 def _load_file(path: Path) -> Hardware:

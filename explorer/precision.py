@@ -136,12 +136,12 @@ def parse_precision(value: object, where: str = "precision", key: str | None = N
         if name not in POLICIES:
             raise unknown(where, key, "precision", value, POLICIES)
         triple = POLICIES[name]
-    w, a, kv = (get_format(n, where, key) for n in triple)
-    if a.tensor is None:
-        raise SpecError(where, key, f"activations cannot be weight-only format '{a.name}'; use bf16, fp16, fp8 or fp4")
-    if kv.tensor is None:
-        raise SpecError(where, key, f"kv_cache cannot be weight-only format '{kv.name}'; use bf16, fp16, fp8 or fp4")
-    return Precision(w.name, a.name, kv.name)
+    fw, fa, fkv = (get_format(n, where, key) for n in triple)
+    if fa.tensor is None:
+        raise SpecError(where, key, f"activations cannot be weight-only format '{fa.name}'; use bf16, fp16, fp8 or fp4")
+    if fkv.tensor is None:
+        raise SpecError(where, key, f"kv_cache cannot be weight-only format '{fkv.name}'; use bf16, fp16, fp8 or fp4")
+    return Precision(fw.name, fa.name, fkv.name)
 
 
 def compute_format(weights: str, activations: str) -> str:

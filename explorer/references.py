@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,7 +71,7 @@ def reference_fronts(
         for hw in hardware:
             n = n_grid * len(precisions)
             prec = np.repeat(np.asarray(precisions, dtype=object), n_grid)
-            values = {k: np.tile(v, len(precisions)) for k, v in grid.items()}
+            values: dict[str, Any] = {k: np.tile(v, len(precisions)) for k, v in grid.items()}
             values.update(model=preset.shape.name, hardware=hw, precision=prec, isl=int(isl), osl=int(osl))
             design, table = build_design(values, where="references")
             res = simulate(design, table)

@@ -32,7 +32,8 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import FrameType
+from typing import Any, Literal, cast
 
 import numpy as np
 import optuna
@@ -130,7 +131,8 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
         return storage, study
     if not create:
         raise SpecError("--study", None, f"no study '{study_name}' in {spec.describe()}")
-    study = optuna.create_study(storage=storage, study_name=study_name, directions=space.directions, sampler=sampler)
+    directions = cast(list[Literal["minimize", "maximize"]], space.directions)  # objectives are validated
+    study = optuna.create_study(storage=storage, study_name=study_name, directions=directions, sampler=sampler)
     study.set_user_attr(FINGERPRINT_ATTR, space.fingerprint())
     study.set_user_attr("space_file", space.where)
     study.set_user_attr("objectives", list(space.objectives))
@@ -192,7 +194,7 @@ class _GracefulInterrupt:
 
     def __init__(self) -> None:
         self.requested = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def _handler(self, signum, frame) -> None:
         if self.requested:

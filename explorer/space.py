@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -69,7 +69,7 @@ FLAG_PARAMS = ("gated", "tied", "qkv_bias")
 _MIN1 = {"hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "isl", "osl", "batch", "tp", "pp",
          "ep", "dp"}
 _MOE_PARAMS = ("experts_per_token", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers")
-_SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
+_SHAPE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
 _DEPLOY_DEFAULTS = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
 
 #: Infeasibility codes added by the space (the simulator's are 1-7, see ``explorer.simulate.REASONS``).
@@ -133,6 +133,7 @@ class FloatRange:
         return int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
 
     def values(self) -> np.ndarray:
+        assert self.step is not None
         return self.low + self.step * np.arange(self.count(), dtype=np.float64)
 
 
@@ -185,7 +186,7 @@ class SearchSpace:
         return Path(self.where).stem
 
     @property
-    def searched(self) -> dict[str, Param]:
+    def searched(self) -> dict[str, IntRange | FloatRange | Choice]:
         return {k: p for k, p in self.params.items() if not isinstance(p, Fixed)}
 
     @property
@@ -275,12 +276,15 @@ class SearchSpace:
         return out
 
     def workload_meta(self) -> dict[str, Any]:
-        return {k: _jsonable(self.params[k].value) if isinstance(self.params[k], Fixed) else self.params[k].describe()
-                for k in WORKLOAD_KEYS}
+        out: dict[str, Any] = {}
+        for k in WORKLOAD_KEYS:
+            p = self.params[k]
+            out[k] = _jsonable(p.value) if isinstance(p, Fixed) else p.describe()
+        return out
 
     def hardware_names(self) -> list[str]:
         p = self.params["hardware"]
-        return [p.value] if isinstance(p, Fixed) else list(p.choices)
+        return [p.value] if isinstance(p, Fixed) else list(cast(Choice, p).choices)
 
     # ---------------------------------------------------------------- scoring
     def columns(self, samples: Mapping[str, Any], n: int | None = None) -> tuple[int, dict[str, np.ndarray]]:
@@ -781,7 +785,7 @@ def _band(sec: Section, name: str) -> tuple[float, float]:
     return float(lo) * 1e9, float(hi) * 1e9
 
 
-def _values(p: Param) -> list[float]:
+def _values(p: Param) -> list[Any]:
     if isinstance(p, Fixed):
         return [p.value]
     if isinstance(p, Choice):

@@ -111,7 +111,7 @@ def _gpu(label: Any) -> Hardware:
     return load_hardware(name)
 
 
-def _size_bytes(text: str) -> float:
+def _size_bytes(text: object) -> float:
     m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)\s*B?\s*", str(text), re.I)
     if not m:
         raise ValueError(f"cannot read message size '{text}'")

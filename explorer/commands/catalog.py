@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
 def register(sub) -> None:
@@ -17,7 +18,7 @@ def register(sub) -> None:
 def run_models(args) -> int:
     from explorer.model import param_counts, presets
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, p in sorted(presets().items()):
         c = param_counts(p.shape.columns())
         s = p.shape

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any, cast
 
 from explorer.errors import SpecError
 
@@ -63,7 +64,7 @@ def run(args) -> int:
             raise SpecError("evaluate", None, "give --model NAME or a custom shape with --"
                             + ", --".join(m.replace("_", "-") for m in missing))
         shape.setdefault("kv_heads", shape["heads"])
-        model = ModelShape(**{k: int(v) for k, v in shape.items()}, name="custom").validate("evaluate")
+        model = ModelShape(**cast(dict[str, Any], {k: int(v) for k, v in shape.items()}), name="custom").validate("evaluate")
         shape = {}
     elif shape:
         base = get_preset(args.model).shape

@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from explorer.errors import SpecError
@@ -141,8 +142,10 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
         history = hypervolume_history(masked, space.directions, ref, order=df["trial"].to_numpy()).tolist()
 
     if not args.no_report:
+        write_report: Callable[..., Path] | None
         try:
-            from explorer.report import write_report
+            from explorer.report import write_report as _write_report
+            write_report = _write_report
         except ImportError:
             write_report = None
         if write_report is None:

@@ -58,9 +58,9 @@ def gemm_cost(
     M: np.ndarray,
     N: np.ndarray,
     K: np.ndarray,
-    b_a: np.ndarray,
-    b_w: np.ndarray,
-    b_out: np.ndarray,
+    b_a: np.ndarray | float,
+    b_w: np.ndarray | float,
+    b_out: np.ndarray | float,
     *,
     peak_flops: np.ndarray,
     hbm_bw: np.ndarray,
@@ -70,7 +70,7 @@ def gemm_cost(
     max_split_k: np.ndarray,
     eta_c: np.ndarray,
     eta_m: np.ndarray,
-    launch_s: np.ndarray,
+    launch_s: np.ndarray | float,
     groups: np.ndarray | float = 1.0,
 ) -> GemmCost:
     """Time of a (grouped) GEMM for every design point.
@@ -122,6 +122,8 @@ def gemm_cost(
     n_tiles = tiles_m.shape[-1]
     shared = bool(np.all(tiles_m == tiles_m[..., :1, :]) and np.all(tiles_n == tiles_n[..., :1, :])) \
         if tiles_m.ndim > 1 and tiles_m.shape[-2] > 0 else True
+    tms: list[float] | list[np.ndarray]
+    tns: list[float] | list[np.ndarray]
     if shared:
         tms = [float(x) for x in np.reshape(tiles_m, (-1, n_tiles))[0]]
         tns = [float(x) for x in np.reshape(tiles_n, (-1, n_tiles))[0]]

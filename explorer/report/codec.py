@@ -86,7 +86,8 @@ def _floats_json(a: np.ndarray, exact: bool) -> str:
     if exact:
         if finite.all():
             return json.dumps(a.tolist(), separators=(",", ":"))
-        return json.dumps(np.where(finite, a, None).tolist(), separators=(",", ":"))
+        # numpy stubs reject None as the scalar branch; at runtime it yields an object array with None
+        return json.dumps(np.where(finite, a, None).tolist(), separators=(",", ":"))  # type: ignore[call-overload]
     fmt = f"{{:.{FLOAT_DIGITS}g}}".format
     if finite.all():
         return "[" + ",".join(map(fmt, a.tolist())) + "]"
@@ -146,6 +147,7 @@ def decode_table(obj: Mapping[str, Any]) -> pd.DataFrame:
     data: dict[str, Any] = {}
     for col in obj["columns"]:
         name, kind = str(col["name"]), col["kind"]
+        raw: list[Any] | np.ndarray
         if "const" in col:
             raw = [col["const"]] * n
         elif "levels" in col:

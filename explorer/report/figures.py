@@ -245,25 +245,25 @@ def frontier_figure(df: pd.DataFrame, colors: list[dict[str, Any]], references: 
     tmpl_bad = hover_template(hcols, with_reason=True)
     first = colors[0] if colors else None
     data: list[dict[str, Any]] = []
-    dominated = {
+    dominated: dict[str, Any] = {
         "type": "scatter", "mode": "markers", "name": "dominated", "uid": "dominated",
         "x": col(X, "dominated"), "y": col(Y, "dominated"),
         "customdata": {"$cols": hcols, "$rows": "dominated"}, "hovertemplate": tmpl,
         "marker": {"size": 5, "opacity": 0.3, "line": {"width": 0}, "showscale": False},
     }
-    infeasible = {
+    infeasible: dict[str, Any] = {
         "type": "scatter", "mode": "markers", "name": "infeasible (click to show)", "uid": "infeasible",
         "visible": "legendonly", "x": col(X, "infeasible"), "y": col(Y, "infeasible"),
         "customdata": {"$cols": hcols, "$rows": "infeasible"}, "hovertemplate": tmpl_bad,
         "marker": {"size": 5, "symbol": "x-thin", "color": "#b0b0b0", "line": {"width": 1, "color": "#b0b0b0"}},
     }
-    front = {
+    front: dict[str, Any] = {
         "type": "scatter", "mode": "markers", "name": "front", "uid": "front",
         "x": col(X, "front"), "y": col(Y, "front"),
         "customdata": {"$cols": hcols, "$rows": "front"}, "hovertemplate": tmpl,
         "marker": {"size": 10, "line": {"width": 1.2, "color": "#222"}},
     }
-    step = {
+    step: dict[str, Any] = {
         "type": "scatter", "mode": "lines", "name": "front (attainable)", "uid": "stepline",
         "x": col(X, "front"), "y": col(Y, "front"), "line": {"shape": "vh", "color": "#222", "width": 1.5},
         "hoverinfo": "skip",
@@ -274,8 +274,8 @@ def frontier_figure(df: pd.DataFrame, colors: list[dict[str, Any]], references: 
         front["marker"]["showscale"] = True
         front["marker"]["colorbar"] = {"len": 0.8}
         for trace in (dominated, front):
-            for k, v in _colorbar(first).items():
-                _set_path(trace, k, v)
+            for path, v in _colorbar(first).items():
+                _set_path(trace, path, v)
     else:
         dominated["marker"]["color"] = "#4c78a8"
         front["marker"]["color"] = "#4c78a8"
@@ -411,7 +411,7 @@ def breakdown_figure(df: pd.DataFrame) -> dict:
     return {"id": "fig-breakdown", "data": data, "layout": layout}
 
 
-def hypervolume_figure(trials: Sequence[float], hv: Sequence[float], source: str) -> dict:
+def hypervolume_figure(trials: Sequence[float], hv: Sequence[float | None], source: str) -> dict:
     data = [{"type": "scatter", "mode": "lines", "name": "hypervolume", "x": list(trials), "y": list(hv),
              "line": {"shape": "hv", "color": "#4c78a8"},
              "hovertemplate": "trial %{x}<br>hypervolume %{y:.4~g}<extra></extra>"}]

@@ -80,7 +80,7 @@ def _positive(front: pd.DataFrame) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def hypervolume_curve(df: pd.DataFrame, meta: Mapping[str, Any]) -> tuple[list[float], list[float], str]:
+def hypervolume_curve(df: pd.DataFrame, meta: Mapping[str, Any]) -> tuple[list[float], list[float | None], str]:
     """(trial numbers, hypervolume, source) at every change of the curve plus the last trial."""
     hist = meta.get("hypervolume_history")
     if hist is not None and len(hist):
