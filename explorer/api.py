@@ -124,10 +124,7 @@ def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, An
     dp = float(d1["dp"][0])
     mem_max = int(max(1, np.floor(free / kv_seq * dp))) if kv_seq > 0 else int(BATCH_CANDIDATES[-1])
     cands = np.unique(np.concatenate([BATCH_CANDIDATES, [mem_max, max(1, mem_max - 1)]])).astype(np.int64)
-    per_group = cands / dp
-    isl, osl = float(base["isl"]), float(base["osl"])
-    tok_step = per_group / float(d1["pp"][0]) * (1 + isl / osl)
-    ok = (per_group <= limits.max_batch_per_group) & (tok_step <= limits.max_tokens_per_step) & (cands >= groups)
+    ok = limits.allows(cands, dp, float(d1["pp"][0]), float(base["isl"]), float(base["osl"])) & (cands >= groups)
     cands = cands[ok] if ok.any() else np.array([int(groups)])
     d, t = build_design(dict(base, batch=cands), "evaluate")
     r = simulate(d, t)

@@ -83,6 +83,13 @@ class Limits:
     max_batch_per_group: int = 2048
     max_tokens_per_step: int = 8192
 
+    def allows(self, batch, dp, pp, isl, osl) -> np.ndarray:
+        """Which batches a serving runtime with these limits can sustain (per attention group:
+        sequences, and tokens per step = decode tokens + their steady-state prefill share)."""
+        per_group = np.asarray(batch, dtype=np.float64) / dp
+        tokens_per_step = per_group / pp * (1.0 + np.asarray(isl, dtype=np.float64) / osl)
+        return (per_group <= self.max_batch_per_group) & (tokens_per_step <= self.max_tokens_per_step)
+
 
 DEFAULT_LIMITS = Limits()
 

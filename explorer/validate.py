@@ -264,9 +264,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         design, table = build_design(vals, "validate")
         res = simulate(design, table)
         owner_a = np.array(owner)
-        per_group = design["batch"] / design["dp"]
-        tok_step = per_group / design["pp"] * (1 + design["isl"] / design["osl"])
-        within = (per_group <= limits.max_batch_per_group) & (tok_step <= limits.max_tokens_per_step)
+        within = limits.allows(design["batch"], design["dp"], design["pp"], design["isl"], design["osl"])
         for ci in np.unique(owner_a):
             idx = np.flatnonzero(owner_a == ci)
             c = cases[ci]
