@@ -11,7 +11,8 @@ from explorer.errors import SpecError
 from explorer.hardware import load_hardware
 from explorer.model import ModelShape, get_preset
 from explorer.precision import parse_precision
-from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, REASONS, Limits, reason_text, simulate
+from explorer.results import reasons_vector
+from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, REASONS, Limits, simulate
 
 #: Candidate batches ``--batch max`` tries besides the memory-limited maximum.
 BATCH_CANDIDATES = np.unique(np.concatenate([2 ** np.arange(0, 14), 3 * 2 ** np.arange(0, 12)]))
@@ -28,28 +29,6 @@ def _shape_values(model: str | ModelShape | None, shape: dict[str, Any] | None) 
     if not vals:
         raise SpecError("evaluate", "model", "give a preset name or a custom shape")
     return vals
-
-
-def structural_reason(design: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int, hw_name: str,
-                      precision: str) -> str:
-    """The reason of row ``i`` with the numbers that break the rule."""
-    code = int(res["reason_code"][i])
-    g = {k: (int(v[i]) if float(v[i]).is_integer() else float(v[i])) for k, v in design.items()
-         if k in ("heads", "kv_heads", "tp", "pp", "ep", "dp", "layers", "experts", "ffn", "batch")}
-    if code == 1:
-        return f"precision '{precision}' needs a number format that {hw_name} lacks (no emulation)"
-    if code == 2:
-        return f"tp={g['tp']} does not divide heads={g['heads']} / kv_heads={g['kv_heads']}"
-    if code == 3:
-        return f"pp={g['pp']} exceeds layers={g['layers']}"
-    if code == 4:
-        return (f"ep={g['ep']} must divide experts={g['experts']} and tp*dp={g['tp'] * g['dp']}"
-                if g["experts"] else f"ep={g['ep']} on a dense model")
-    if code == 5:
-        return f"tp={g['tp']} does not divide ffn={g['ffn']}"
-    if code == 7:
-        return f"batch={g['batch']} < pp*dp={g['pp'] * g['dp']} micro-batches"
-    return reason_text(res, i) if code else ""
 
 
 def evaluate(
@@ -91,7 +70,7 @@ def evaluate(
     res = simulate(design, table)
     out = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
     out["feasible"] = bool(out["feasible"])
-    out["reason"] = structural_reason(design, res, 0, hw.name, prec.label)
+    out["reason"] = str(reasons_vector(design, res, {"precision": prec.label, "hardware": hw.name})[0])
     out["batch"] = batch_value
     out["breakdown"] = {k: out.pop(f"t_{k}_s") for k in COMPONENTS}
     out["bounds"] = {

@@ -30,10 +30,18 @@ _INT_COLUMNS = set(SHAPE_COLUMNS) | {"isl", "osl", "batch", "tp", "pp", "ep", "d
 _DROP = {"b_w", "b_a", "b_kv", "compute_fmt", "fmt_mask", "hw_idx", "moe_imbalance"}
 
 
-def reasons_vector(design: Mapping[str, np.ndarray], res: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Reason text for every row, with the numbers that break the rule (vectorized per code)."""
+def reasons_vector(design: Mapping[str, np.ndarray], res: Mapping[str, np.ndarray],
+                   labels: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Reason text for every row, with the numbers that break the rule (vectorized per code).
+    ``labels`` may give ``precision`` and ``hardware`` names (scalars or arrays) for the format rule."""
     code = np.asarray(res["reason_code"])
-    out = np.full(len(code), "", dtype=object)
+    n = len(code)
+    out = np.full(n, "", dtype=object)
+    labels = dict(labels or {})
+
+    def col(k: str) -> np.ndarray:
+        return np.broadcast_to(np.asarray(design[k]), (n,))
+
     for c in np.unique(code):
         if c == 0:
             continue
@@ -45,13 +53,25 @@ def reasons_vector(design: Mapping[str, np.ndarray], res: Mapping[str, np.ndarra
             kv = res["kv_bytes_per_gpu"][m] / 1e9
             out[m] = [f"out of memory: needs {a:.1f} GB per GPU (weights {b:.1f}, KV {c_:.1f}), has {d:.1f} GB"
                       for a, b, c_, d in zip(need, w, kv, cap, strict=True)]
+        elif c == 1 and "precision" in labels and "hardware" in labels:
+            p = np.broadcast_to(np.asarray(labels["precision"], dtype=object), (n,))[m]
+            h = np.broadcast_to(np.asarray(labels["hardware"], dtype=object), (n,))[m]
+            out[m] = [f"precision '{a}' needs a number format that {b} lacks (no emulation)" for a, b in
+                      zip(p, h, strict=True)]
         elif c == 2:
             out[m] = [f"tp={int(t)} does not divide heads={int(h)}/kv_heads={int(k)}" for t, h, k in
-                      zip(design["tp"][m], design["heads"][m], design["kv_heads"][m], strict=True)]
+                      zip(col("tp")[m], col("heads")[m], col("kv_heads")[m], strict=True)]
         elif c == 3:
-            out[m] = [f"pp={int(p)} exceeds layers={int(n)}" for p, n in zip(design["pp"][m], design["layers"][m], strict=True)]
+            out[m] = [f"pp={int(p)} exceeds layers={int(n_)}" for p, n_ in zip(col("pp")[m], col("layers")[m], strict=True)]
+        elif c == 4:
+            out[m] = [f"ep={int(e)} must divide experts={int(x)} and tp*dp={int(t * d)}" if x else
+                      f"ep={int(e)} on a dense model" for e, x, t, d in
+                      zip(col("ep")[m], col("experts")[m], col("tp")[m], col("dp")[m], strict=True)]
         elif c == 5:
-            out[m] = [f"tp={int(t)} does not divide ffn={int(f)}" for t, f in zip(design["tp"][m], design["ffn"][m], strict=True)]
+            out[m] = [f"tp={int(t)} does not divide ffn={int(f)}" for t, f in zip(col("tp")[m], col("ffn")[m], strict=True)]
+        elif c == 7:
+            out[m] = [f"batch={int(b)} < pp*dp={int(p * d)} micro-batches" for b, p, d in
+                      zip(col("batch")[m], col("pp")[m], col("dp")[m], strict=True)]
         else:
             out[m] = REASONS[int(c)]
     return out
@@ -77,7 +97,7 @@ def results_frame(
         if k in _DROP:
             continue
         cols[k] = np.asarray(v).astype(np.int64) if k in _INT_COLUMNS else np.asarray(v)
-    cols["reason"] = reasons_vector(design, res)
+    cols["reason"] = reasons_vector(design, res, {"precision": cols["precision"], "hardware": cols["hardware"]})
     df = pd.DataFrame(cols)
     df["feasible"] = df["feasible"].astype(bool)
     return df

@@ -449,17 +449,3 @@ def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool
                 out[k] = np.empty(n, dtype=v.dtype)
             out[k][sel] = v
     return out
-
-
-def reason_text(res: Mapping[str, np.ndarray], i: int) -> str:
-    """One infeasibility reason in words and numbers (``needs 97.3 GB, has 80.0 GB``)."""
-    code = int(res["reason_code"][i])
-    if code == 0:
-        return ""
-    if code == 6:
-        need = float(res["memory_bytes_per_gpu"][i]) / 1e9
-        cap = float(res["memory_capacity_bytes"][i]) / 1e9
-        w = float(res["weights_bytes_per_gpu"][i]) / 1e9
-        kv = float(res["kv_bytes_per_gpu"][i]) / 1e9
-        return f"out of memory: needs {need:.1f} GB per GPU (weights {w:.1f}, KV {kv:.1f}), has {cap:.1f} GB"
-    return REASONS[code]
