@@ -104,18 +104,29 @@ def gemm_cost(
     s_m = np.clip(np.ceil(sms / slices), 1.0, k_split_cap)
     tm_min = np.min(tiles_m, axis=-1)
 
-    def mem_time(m):
-        occ = np.minimum(1.0, np.maximum(s_m, np.ceil(np.maximum(m, 1e-9) / tm_min)) * slices / sms)
-        return groups * (b_a * m * K + b_w * K * N + b_out * m * N) * rate_m / occ
+    memory_s = base_bytes * rate_m  # rows whose weight slices already fill the SMs (most layer GEMMs)
+    need = slices * s_m < sms
+    if np.any(need):  # the others: occupancy and its padding envelope, on those rows only
+        shape_all = memory_s.shape
+        need = np.broadcast_to(need, shape_all)
 
-    if np.all(slices * s_m >= sms):  # every row fills the SMs already (most layer GEMMs): no envelope
-        memory_s = base_bytes * rate_m
-    else:
-        k_now = np.ceil(mc / tm_min)
-        k_full = np.ceil(sms / slices)  # row blocks that fill the SMs
-        memory_s = mem_time(M)
-        memory_s = np.minimum(memory_s, mem_time(k_now * tm_min + 1.0))
-        memory_s = np.minimum(memory_s, mem_time(np.maximum(M, (k_full - 1.0) * tm_min + 1.0)))
+        def sub(x):
+            return np.broadcast_to(np.asarray(x, dtype=np.float64), shape_all)[need]
+
+        g_, k_, n_, ba, bw_, bo = sub(groups), sub(K), sub(N), sub(b_a), sub(b_w), sub(b_out)
+        sl, sm_, sms_, tmn, rm = sub(slices), sub(s_m), sub(sms), sub(tm_min), sub(rate_m)
+        m_ = sub(M)
+
+        def mem_time(m):
+            occ = np.minimum(1.0, np.maximum(sm_, np.ceil(np.maximum(m, 1e-9) / tmn)) * sl / sms_)
+            return g_ * (ba * m * k_ + bw_ * k_ * n_ + bo * m * n_) * rm / occ
+
+        k_now = np.ceil(np.ceil(np.maximum(m_, 1e-9)) / tmn)
+        k_full = np.ceil(sms_ / sl)  # row blocks that fill the SMs
+        env = mem_time(m_)
+        env = np.minimum(env, mem_time(k_now * tmn + 1.0))
+        env = np.minimum(env, mem_time(np.maximum(m_, (k_full - 1.0) * tmn + 1.0)))
+        memory_s[need] = env
 
     # Tile shapes: plain numbers when every point has the same list (one hardware kind), so that
     # row/column tile counts are computed once per distinct Tm/Tn value (cheaper), else per point.
