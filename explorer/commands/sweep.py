@@ -138,8 +138,11 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
     hv = None if ref is None else hypervolume(vals[feas], space.directions, ref) if feas.any() else 0.0
     history: list[float] = []
     if info["kind"] == "study" and ref is not None and len(df):
-        masked = np.where(feas[:, None], vals, np.nan)
-        history = hypervolume_history(masked, space.directions, ref, order=df["trial"].to_numpy()).tolist()
+        # the convergence curve is over the study's own trials; refinement rows are not trials
+        trial_rows = (df["source"] == "search").to_numpy() if "source" in df else np.ones(len(df), bool)
+        masked = np.where(feas[trial_rows, None], vals[trial_rows], np.nan)
+        history = hypervolume_history(masked, space.directions, ref,
+                                      order=df["trial"].to_numpy()[trial_rows]).tolist()
 
     if not args.no_report:
         write_report: Callable[..., Path] | None
@@ -213,6 +216,13 @@ def _meta(space, sampler, seed, study, info, rows, history, counts, hv) -> dict:
                         "kept_all": info["kept_all"]}
     else:
         meta["storage"] = info["storage"]
+        refined = int(info.get("refined", 0))
+        meta["trials"] = rows - refined
+        if refined:
+            meta["refinement"] = (f"{refined} front points added by explorer/refine.py after the study "
+                                  f"({info.get('refine_scored', refined):,} deployments and neighbouring shapes "
+                                  "of the front scored; hypervolume above includes them, the convergence curve "
+                                  "does not)")
     return meta
 
 
