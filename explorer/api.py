@@ -12,10 +12,7 @@ from explorer.hardware import load_hardware
 from explorer.model import ModelShape, get_preset
 from explorer.precision import parse_precision
 from explorer.results import reasons_vector
-from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, REASONS, Limits, simulate
-
-#: Candidate batches ``--batch max`` tries besides the memory-limited maximum.
-BATCH_CANDIDATES = np.unique(np.concatenate([2 ** np.arange(0, 14), 3 * 2 ** np.arange(0, 12)]))
+from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, MAX_BATCH_GRID, REASONS, Limits, simulate
 
 
 def _shape_values(model: str | ModelShape | None, shape: dict[str, Any] | None) -> dict[str, Any]:
@@ -92,7 +89,7 @@ def evaluate(
 
 
 def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, Any]]:
-    """Highest-throughput feasible batch among powers of two, 3*2^k and the memory maximum,
+    """Highest-throughput feasible batch among :data:`MAX_BATCH_GRID` and the memory maximum,
     within :class:`Limits` (per attention group: batch and tokens per step)."""
     probe = dict(base, batch=1)
     d1, t1 = build_design(probe, "evaluate")
@@ -101,8 +98,8 @@ def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, An
     free = float(r1["memory_capacity_bytes"][0] - (r1["memory_bytes_per_gpu"][0] - r1["kv_bytes_per_gpu"][0]))
     kv_seq = float(r1["kv_bytes_per_seq_per_gpu"][0])
     dp = float(d1["dp"][0])
-    mem_max = int(max(1, np.floor(free / kv_seq * dp))) if kv_seq > 0 else int(BATCH_CANDIDATES[-1])
-    cands = np.unique(np.concatenate([BATCH_CANDIDATES, [mem_max, max(1, mem_max - 1)]])).astype(np.int64)
+    mem_max = int(max(1, np.floor(free / kv_seq * dp))) if kv_seq > 0 else int(MAX_BATCH_GRID[-1])
+    cands = np.unique(np.concatenate([MAX_BATCH_GRID, [mem_max, max(1, mem_max - 1)]])).astype(np.int64)
     ok = limits.allows(cands, dp, float(d1["pp"][0]), float(base["isl"]), float(base["osl"])) & (cands >= groups)
     cands = cands[ok] if ok.any() else np.array([int(groups)])
     d, t = build_design(dict(base, batch=cands), "evaluate")

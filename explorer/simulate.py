@@ -93,6 +93,10 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
+#: Batches tried where the best feasible batch is picked (``--batch max``, validation's "max"):
+#: 1 .. 16384 in steps of 2^(1/4).
+MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
+
 
 def _col(c: Mapping[str, np.ndarray], k: str) -> np.ndarray:
     return np.asarray(c[k], dtype=np.float64)

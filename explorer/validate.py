@@ -41,14 +41,12 @@ from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
 from explorer.model import get_preset
 from explorer.precision import FORMATS, TENSOR_FORMATS
-from explorer.simulate import DEFAULT_LIMITS, Limits, simulate
+from explorer.simulate import DEFAULT_LIMITS, MAX_BATCH_GRID, Limits, simulate
 from explorer.specio import read_yaml
 
 DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
 CASE_KEYS = {"id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "isl", "osl",
              "concurrency_or_batch", "metric", "value", "unit", "source", "notes", "trust"}
-#: Batches tried for "max": 1 .. 16384 in steps of 2^(1/4).
-MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
 GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
 
 INFERENCE_METRICS = {
