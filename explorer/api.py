@@ -12,7 +12,8 @@ from explorer.hardware import load_hardware
 from explorer.model import ModelShape, get_preset
 from explorer.precision import parse_precision
 from explorer.results import reasons_vector
-from explorer.simulate import COMPONENTS, DEFAULT_LIMITS, MAX_BATCH_GRID, REASONS, Limits, simulate
+from explorer.runtime import DEFAULT_RUNTIME, load_runtime
+from explorer.simulate import COMPONENTS, MAX_BATCH_GRID, REASONS, simulate
 
 
 def _shape_values(model: str | ModelShape | None, shape: dict[str, Any] | None) -> dict[str, Any]:
@@ -41,23 +42,26 @@ def evaluate(
     dp: int = 1,
     precision: str = "bf16",
     shape: dict[str, Any] | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    runtime: str = DEFAULT_RUNTIME,
     hw_override=None,
 ) -> dict[str, Any]:
-    """Score one design point; ``batch='max'`` picks the highest-throughput feasible batch.
+    """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
+    clients); ``batch='max'`` picks the highest-throughput feasible one.
 
-    Returns a JSON-ready dict: the figures, ``feasible``/``reason``, parameters, memory and the
-    per-component ``breakdown`` (seconds per output token of one sequence).
+    Returns a JSON-ready dict: the figures, ``feasible``/``reason``, parameters, memory, the
+    steady-state ``decode_batch`` and the per-component ``breakdown`` (seconds per output token of
+    one sequence).
     """
     hw = hw_override or load_hardware(hardware)
+    rt = load_runtime(runtime)
     prec = parse_precision(precision)
     vals = _shape_values(model, shape)
     base = dict(vals, hardware=np.array([hw], dtype=object), precision=prec.label,
-                isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, dp=dp)
+                isl=isl, osl=osl, tp=tp, pp=pp, ep=ep, dp=dp, runtime=np.array([rt], dtype=object))
     if isinstance(batch, str):
         if batch != "max":
             raise SpecError("--batch", None, f"expected a positive whole number or 'max', got '{batch}'")
-        batch_value, search = _best_batch(base, limits)
+        batch_value, search = _best_batch(base, rt.max_batch)
     else:
         if int(batch) <= 0:
             raise SpecError("--batch", None, f"must be > 0, got {batch}")
@@ -80,6 +84,7 @@ def evaluate(
     }
     out["hardware"] = hw.name
     out["precision"] = prec.label
+    out["runtime"] = rt.name
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
     out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}
@@ -88,9 +93,9 @@ def evaluate(
     return out
 
 
-def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, Any]]:
-    """Highest-throughput feasible batch among :data:`MAX_BATCH_GRID` and the memory maximum,
-    within :class:`Limits` (per attention group: batch and tokens per step)."""
+def _best_batch(base: dict[str, Any], max_batch: int) -> tuple[int, dict[str, Any]]:
+    """Highest-throughput feasible concurrency among :data:`MAX_BATCH_GRID` and the memory maximum
+    (the smallest one where several tie: beyond the running-batch cap requests only queue)."""
     probe = dict(base, batch=1)
     d1, t1 = build_design(probe, "evaluate")
     r1 = simulate(d1, t1)
@@ -100,17 +105,15 @@ def _best_batch(base: dict[str, Any], limits: Limits) -> tuple[int, dict[str, An
     dp = float(d1["dp"][0])
     mem_max = int(max(1, np.floor(free / kv_seq * dp))) if kv_seq > 0 else int(MAX_BATCH_GRID[-1])
     cands = np.unique(np.concatenate([MAX_BATCH_GRID, [mem_max, max(1, mem_max - 1)]])).astype(np.int64)
-    ok = limits.allows(cands, dp, float(d1["pp"][0]), float(base["isl"]), float(base["osl"])) & (cands >= groups)
-    cands = cands[ok] if ok.any() else np.array([int(groups)])
+    cands = cands[cands >= groups] if np.any(cands >= groups) else np.array([int(groups)])
     d, t = build_design(dict(base, batch=cands), "evaluate")
     r = simulate(d, t)
     thr = np.where(r["feasible"], r["tokens_per_s_per_gpu"], -1.0)
-    i = int(np.argmax(thr))
+    i = int(np.flatnonzero(thr >= thr.max() * (1.0 - 1e-9))[0])
     return int(cands[i]), {
         "candidates": int(len(cands)),
         "memory_limited_batch": mem_max,
-        "limits": {"max_batch_per_group": limits.max_batch_per_group,
-                   "max_tokens_per_step": limits.max_tokens_per_step},
+        "limits": {"max_running_requests": max_batch},
         "any_feasible": bool(r["feasible"].any()),
     }
 

@@ -1,16 +1,28 @@
-"""Calibration: fit a hardware file's efficiency factors and overheads to published measurements.
+"""Calibration: one fit per hardware kind over every validation file at once.
 
-For one hardware kind, the free parameters ``eta_compute, eta_memory, eta_network, eta_moe``
-(bounded to [0.2, 1]: physical efficiencies never exceed 1) and the overheads ``kernel_launch``,
-``step`` and ``per_sequence`` (bounded, microseconds) minimise, by bounded least squares
-(scipy's trust-region reflective), the sum over every supported case on that hardware of
-``log(predicted/measured)^2`` -- the whole set at once, never case by case -- plus a weak prior
-pulling each parameter toward the file's current value (weight :data:`PRIOR_WEIGHT` on
-``log(theta/theta_0)``; it keeps factors that no case constrains where the file had them).
+For one hardware kind, the free parameters are
 
-``--write`` records the fitted values in the YAML with the date, the case ids and the error before
-and after.  Writing replaces the ``efficiency:`` block (which must be the file's last section, as
-in every shipped file) and the numbers in ``overheads:``; the rest of the file is kept verbatim.
+* the kind's kernel-level factors (hardware file, ``efficiency:`` and ``overheads:``):
+  ``eta_compute, eta_memory, eta_network, eta_moe`` (bounded to [0.2, 1]: physical efficiencies
+  never exceed 1; ``eta_moe`` slows grouped expert-GEMM compute only) and ``kernel_launch``;
+* for every serving runtime measured on the kind, its host costs (per step, per running sequence
+  per step, per request) and its attention-kernel residual (runtime file, ``fitted.<kind>``).
+
+They minimise, by bounded least squares (scipy's trust-region reflective), the weighted sum over
+every supported case on that kind -- measurement points, serving-curve rows (both axes and TTFT)
+and kernel microbenchmarks -- of ``log(predicted/measured)^2``, plus a weak prior pulling each
+parameter toward its prior value (weight :data:`PRIOR_WEIGHT`; it keeps parameters no case
+constrains where they were).  Each case counts ``1/sqrt(n)`` of its group (kernels, points,
+curve throughput, curve interactivity, TTFT), so that 150 kernel rows do not drown 20 serving
+points; TTFT rows (any file) count half (:data:`TTFT_WEIGHT`): they are the noisiest figure and no
+acceptance target.
+
+``--write`` records the fitted values in the hardware YAML (``efficiency:`` block, with the date,
+the case ids and the errors before and after) and in each runtime YAML (``fitted.<kind>``).
+
+Cross-validation (:func:`cross_validate`) leaves out whole curves (every row of one measured
+curve) and single measurement points, refits on the rest, and predicts what was left out: the
+honest out-of-sample figure.
 """
 
 from __future__ import annotations
@@ -18,7 +30,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +39,58 @@ import numpy as np
 
 from explorer.errors import SpecError
 from explorer.hardware import Hardware, _load_file, load_hardware
-from explorer.validate import DEFAULT_MEASUREMENTS, Case, load_cases, predict
+from explorer.runtime import FITTED_KEYS, Runtime, RuntimeFit, load_runtime
+from explorer.validate import DEFAULT_MEASUREMENTS, SERVED_KINDS, Case, load_cases, predict
+
+VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
+#: The files one calibration fits on (shipped copies of shared/validation, each row with its source).
+DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml", VALIDATION_DIR / "kernels.yaml")
 
 PRIOR_WEIGHT = 0.3
-#: name -> (Hardware attribute, lower bound, upper bound, scale to the YAML's unit, prior scale).
-#: Efficiencies get a prior on log(theta/theta_0); overheads, whose prior may be ~0, one on
-#: (theta - theta_0)/prior_scale (seconds).
+TTFT_WEIGHT = 0.5
+#: hardware parameters: name -> (Hardware attribute, lower bound, upper bound, scale to the YAML's unit,
+#: prior scale).  Efficiencies get a prior on log(theta/theta_0); overheads one on (theta - theta_0)/scale.
 PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
     "compute": ("eta_compute", 0.2, 1.0, 1.0, None),
     "memory": ("eta_memory", 0.2, 1.0, 1.0, None),
     "network": ("eta_network", 0.2, 1.0, 1.0, None),
     "moe": ("eta_moe", 0.2, 1.0, 1.0, None),
     "kernel_launch_us": ("kernel_launch_s", 0.0, 30e-6, 1e6, 5e-6),
-    "step_us": ("step_overhead_s", 0.0, 10e-3, 1e6, 1e-3),
-    "per_sequence_us": ("per_sequence_s", 0.0, 200e-6, 1e6, 50e-6),
 }
+#: runtime parameters (per runtime on the kind): name -> (RuntimeFit field, prior scale or None for log prior)
+RT_PARAMS: dict[str, tuple[str, float | None]] = {
+    "step_us": ("step_s", 1e-3),
+    "per_sequence_us": ("per_sequence_s", 20e-6),
+    "per_request_us": ("per_request_s", 20e-3),
+    "attention": ("attention", None),
+}
+EFFICIENCY_KEYS = ("compute", "memory", "network", "moe")
+OVERHEAD_KEYS = ("kernel_launch_us",)
+
+
+def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
+    """Every case of every file (missing optional files are skipped)."""
+    out: list[Case] = []
+    for f in files:
+        if Path(f).exists() or str(f) == str(DEFAULT_MEASUREMENTS):
+            out.extend(load_cases(f))
+    return out
+
+
+def _group(c: Case) -> str:
+    if c.kind == "curve":
+        return f"curve:{c.metric}"
+    if c.kind in SERVED_KINDS:
+        return "point"
+    return "kernel"
+
+
+def case_weights(cases: list[Case]) -> np.ndarray:
+    groups = [_group(c) for c in cases]
+    counts = {g: groups.count(g) for g in set(groups)}
+    w = np.array([1.0 / math.sqrt(counts[g]) for g in groups])
+    ttft = np.array([c.metric in ("ttft", "first_token_latency") for c in cases])
+    return w * np.where(ttft, TTFT_WEIGHT, 1.0)
 
 
 @dataclass
@@ -52,6 +102,9 @@ class Fit:
     errors_after: np.ndarray
     values: dict[str, float]
     prior: dict[str, float]
+    runtimes: dict[str, Runtime] = field(default_factory=dict)  # fitted runtime profiles (this kind's entry)
+    runtime_values: dict[str, dict[str, float]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         def med(e: np.ndarray) -> float:
@@ -62,6 +115,7 @@ class Fit:
             "case_ids": self.case_ids,
             "fitted": self.values,
             "prior": self.prior,
+            "runtimes": self.runtime_values,
             "median_abs_error_before": med(self.errors_before),
             "median_abs_error_after": med(self.errors_after),
             "p90_abs_error_after": float(np.percentile(np.abs(self.errors_after), 90)) if len(self.case_ids) else None,
@@ -78,45 +132,84 @@ def prior_hardware(hw: Hardware) -> Hardware:
 
 
 def _with(hw: Hardware, theta: np.ndarray) -> Hardware:
-    return hw.with_efficiency(**{PARAMS[k][0]: float(v) for k, v in zip(PARAMS, theta, strict=True)})
+    return hw.with_efficiency(**{PARAMS[k][0]: float(v) for k, v in zip(PARAMS, theta, strict=False)})
 
 
-def calibrate(hardware: str | Hardware, measurements: str | Path = DEFAULT_MEASUREMENTS,
-              cases: list[Case] | None = None, prior_weight: float = PRIOR_WEIGHT) -> Fit:
-    """Fit one hardware kind's factors to the measurements on it (see module docstring)."""
+def _rt_fit(theta: np.ndarray) -> RuntimeFit:
+    return RuntimeFit(**{RT_PARAMS[k][0]: float(v) for k, v in zip(RT_PARAMS, theta, strict=True)})
+
+
+def _bounds_rt() -> tuple[np.ndarray, np.ndarray]:
+    lo = np.array([FITTED_KEYS[k][1] for k in RT_PARAMS])
+    hi = np.array([FITTED_KEYS[k][2] for k in RT_PARAMS])
+    return lo, hi
+
+
+def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str | Path] = DEFAULT_FILES,
+              cases: list[Case] | None = None, prior_weight: float = PRIOR_WEIGHT,
+              fit_runtimes: bool = True, max_nfev: int = 60) -> Fit:
+    """Fit one hardware kind's factors (and its runtimes' host costs) to every case on it."""
     from scipy.optimize import least_squares
 
+    files = [measurements] if isinstance(measurements, str | Path) else list(measurements)
     hw0 = prior_hardware(load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware)
-    all_cases = cases if cases is not None else load_cases(measurements)
+    all_cases = cases if cases is not None else load_all_cases(files)
     mine = [c for c in all_cases if c.supported and c.hardware == hw0.name]
     if not mine:
-        raise SpecError(str(measurements), None, f"no supported case on hardware '{hw0.name}' to calibrate on")
+        raise SpecError(", ".join(str(f) for f in files), None,
+                        f"no supported case on hardware '{hw0.name}' to calibrate on")
     measured = np.array([c.measured for c in mine])
-    theta0 = np.array([getattr(hw0, a) for a, *_ in PARAMS.values()])
-    lo = np.array([b[1] for b in PARAMS.values()])
-    hi = np.array([b[2] for b in PARAMS.values()])
-    theta0 = np.clip(theta0, lo, hi)
-    log_prior = np.array([b[4] is None for b in PARAMS.values()])
-    scales = np.array([b[4] or 1.0 for b in PARAMS.values()])
+    weights = case_weights(mine)
+    rt_names = sorted({c.values.get("runtime") for c in mine if c.kind in SERVED_KINDS and c.values.get("runtime")})
+    rts0 = {r: load_runtime(r) for r in rt_names} if fit_runtimes else {}
+    n_hw = len(PARAMS)
+    theta_hw = np.array([getattr(hw0, a) for a, *_ in PARAMS.values()])
+    lo_hw = np.array([b[1] for b in PARAMS.values()])
+    hi_hw = np.array([b[2] for b in PARAMS.values()])
+    theta_hw = np.clip(theta_hw, lo_hw, hi_hw)
+    lo_rt, hi_rt = _bounds_rt()
+    theta_rt = [np.clip(np.array([getattr(rts0[r].prior, RT_PARAMS[k][0]) for k in RT_PARAMS]), lo_rt, hi_rt)
+                for r in rts0]
+    theta0 = np.concatenate([theta_hw] + theta_rt)
+    lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0))
+    hi = np.concatenate([hi_hw] + [hi_rt] * len(rts0))
+    log_prior = np.concatenate([np.array([b[4] is None for b in PARAMS.values()])]
+                               + [np.array([v[1] is None for v in RT_PARAMS.values()])] * len(rts0))
+    scales = np.concatenate([np.array([b[4] or 1.0 for b in PARAMS.values()])]
+                            + [np.array([v[1] or 1.0 for v in RT_PARAMS.values()])] * len(rts0))
+
+    def unpack(theta: np.ndarray) -> tuple[Hardware, dict[str, Runtime]]:
+        hw = _with(hw0, theta[:n_hw])
+        rts = {}
+        for j, r in enumerate(rts0):
+            part = theta[n_hw + j * len(RT_PARAMS): n_hw + (j + 1) * len(RT_PARAMS)]
+            rts[r] = rts0[r].with_fit(hw0.name, _rt_fit(part))
+        return hw, rts
+
+    def errors(theta: np.ndarray) -> np.ndarray:
+        hw, rts = unpack(theta)
+        pred = predict(mine, {hw0.name: hw}, rts)
+        return np.where(np.isfinite(pred) & (pred > 0), pred, 1e-9) / measured - 1.0
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        pred = predict(mine, {hw0.name: _with(hw0, theta)})
-        r = np.log(np.where(np.isfinite(pred) & (pred > 0), pred, 1e-9) / measured)
+        r = weights * np.log1p(errors(theta))
         prior = prior_weight * np.where(log_prior, np.log(np.maximum(theta, 1e-12) / np.maximum(theta0, 1e-12)),
                                         (theta - theta0) / scales)
         return np.concatenate([r, prior])
 
-    before = predict(mine, {hw0.name: hw0}) / measured - 1.0
-    sol = least_squares(residuals, theta0, bounds=(lo, hi), x_scale=np.where(log_prior, 0.5, scales), diff_step=1e-3,
-                        max_nfev=200)
-    fitted = _with(hw0, sol.x)
-    after = predict(mine, {hw0.name: fitted}) / measured - 1.0
+    before = errors(theta0)
+    sol = least_squares(residuals, theta0, bounds=(lo, hi), x_scale=np.where(log_prior, 0.3, scales),
+                        diff_step=1e-3, max_nfev=max_nfev)
+    fitted_hw, fitted_rts = unpack(sol.x)
+    after = errors(sol.x)
     names = list(PARAMS)
+    rt_values = {r: fitted_rts[r].fit_for(hw0.name).as_yaml_units() for r in fitted_rts}
     return Fit(
-        hardware=fitted, before=hw0, case_ids=[c.id for c in mine],
+        hardware=fitted_hw, before=hw0, case_ids=[c.id for c in mine],
         errors_before=before, errors_after=after,
-        values={n: float(v * PARAMS[n][3]) for n, v in zip(names, sol.x, strict=True)},
-        prior={n: float(v * PARAMS[n][3]) for n, v in zip(names, theta0, strict=True)},
+        values={n: float(v * PARAMS[n][3]) for n, v in zip(names, sol.x[:n_hw], strict=True)},
+        prior={n: float(v * PARAMS[n][3]) for n, v in zip(names, theta0[:n_hw], strict=True)},
+        runtimes=fitted_rts, runtime_values=rt_values, files=[str(f) for f in files],
     )
 
 
@@ -124,8 +217,10 @@ def _fmt(v: float) -> str:
     return "0" if abs(v) < 1e-6 else f"{v:.4g}"  # overheads below 1e-6 us are zero within the fit
 
 
-def write_fit(fit: Fit, measurements: str | Path) -> Path:
-    """Record a fit in the hardware YAML (atomic replace)."""
+def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None = None) -> Path:
+    """Record a fit in the hardware YAML (atomic replace) and in each fitted runtime's YAML."""
+    files = fit.files or ([str(measurements)] if measurements else [])
+    names = ", ".join(Path(f).name for f in files)
     path = Path(fit.before.path)
     text = path.read_text(encoding="utf-8")
     m = re.search(r"^efficiency:\s*$", text, re.M)
@@ -148,11 +243,12 @@ def write_fit(fit: Fit, measurements: str | Path) -> Path:
         f"  network: {_fmt(v['network'])}",
         f"  moe: {_fmt(v['moe'])}",
         "  kind: calibration",
-        f"  source: \"explorer calibrate --hardware {fit.hardware.name} on {Path(measurements).name}, {date}: "
-        f"bounded least squares on log error over {s['cases']} cases (whole set), weak prior toward the previous values\"",
+        f"  source: \"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}: "
+        f"bounded least squares on log error over {s['cases']} cases (points, curves, kernels jointly), "
+        "weak prior toward the previous values\"",
         "  calibration:",
         f"    date: '{date}'",
-        f"    measurements: {Path(measurements).name}",
+        f"    measurements: {names}",
         f"    cases: [{', '.join(fit.case_ids)}]",
         f"    median_abs_error_before: {s['median_abs_error_before']:.4f}",
         f"    median_abs_error_after: {s['median_abs_error_after']:.4f}",
@@ -163,11 +259,42 @@ def write_fit(fit: Fit, measurements: str | Path) -> Path:
     ]
     new = text[: m.start()] + "\n".join(block)
     new = _set_lines(new, "overheads", {k: v[k] for k in OVERHEAD_KEYS}, "calibrated")
-    return _replace_checked(path, new)
+    _replace_checked(path, new, _load_file)
+    for rt in fit.runtimes.values():
+        write_runtime_fit(rt, fit.hardware.name, f"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}")
+    return path
 
 
-OVERHEAD_KEYS = ("kernel_launch_us", "step_us", "per_sequence_us")
-EFFICIENCY_KEYS = ("compute", "memory", "network", "moe")
+def write_runtime_fit(rt: Runtime, hardware: str, source: str) -> Path:
+    """Set ``fitted.<hardware>`` in a runtime YAML (the ``fitted:`` section must be its last)."""
+    from explorer.runtime import _load_file as load_rt
+
+    path = Path(rt.path)
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r"^fitted:.*$", text, re.M)
+    if not m:
+        raise SpecError(str(path), "fitted", "no 'fitted:' section at the start of a line")
+    if re.search(r"^\S", text[m.end():].lstrip("\n"), re.M) and not text[m.end():].startswith("\n  "):
+        pass
+    current = load_rt(path)
+    fits = dict(current.fitted)
+    fits[hardware] = rt.fit_for(hardware)
+    lines = ["fitted:"]
+    for h in sorted(fits):
+        vals = fits[h].as_yaml_units()
+        src = source if h == hardware else (current_source(path, h) or "explorer calibrate")
+        lines.append(f"  {h}: {{" + ", ".join(f"{k}: {_fmt(vals[k])}" for k in FITTED_KEYS)
+                     + f", source: {_yaml_str(src)}}}")
+    new = text[: m.start()] + "\n".join(lines) + "\n"
+    return _replace_checked(path, new, load_rt)
+
+
+def current_source(path: Path, hardware: str) -> str:
+    from explorer.specio import read_yaml
+
+    data = read_yaml(path)
+    entry = ((data or {}).get("fitted") or {}).get(hardware) or {}
+    return str(entry.get("source", "")) if isinstance(entry, dict) else ""
 
 
 def _set_lines(text: str, section: str, values: dict[str, float], comment: str) -> str:
@@ -185,12 +312,12 @@ def _set_lines(text: str, section: str, values: dict[str, float], comment: str) 
     return text[:m.end()] + body + text[stop:]
 
 
-def _replace_checked(path: Path, new: str) -> Path:
+def _replace_checked(path: Path, new: str, loader=_load_file) -> Path:
     """Write ``new`` over ``path`` atomically, after checking that it loads."""
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        _load_file(tmp)
+        loader(tmp)
     except Exception:
         tmp.unlink(missing_ok=True)
         raise
@@ -199,9 +326,12 @@ def _replace_checked(path: Path, new: str) -> Path:
 
 
 def transfer(dst: str | Hardware, src: str | Hardware, kernel_factors: bool) -> Path:
-    """Copy a calibrated kind's serving factors (MoE efficiency and the overheads) -- and, with
-    ``kernel_factors``, its compute/memory/network efficiencies -- to a kind with no measurements.
-    Recorded in the destination file as ``efficiency.transferred`` (an assumption, dated)."""
+    """Copy a calibrated kind's serving factors (MoE efficiency, kernel launch, and every runtime's
+    fitted host costs) -- and, with ``kernel_factors``, its compute/memory/network efficiencies --
+    to a kind with no measurements.  Recorded in the destination file as ``efficiency.transferred``
+    (an assumption, dated) and in each runtime's ``fitted.<dst>`` (with the source named)."""
+    from explorer.runtime import list_runtimes
+
     d = load_hardware(dst) if not isinstance(dst, Hardware) else dst
     s_ = load_hardware(src) if not isinstance(src, Hardware) else src
     path = Path(d.path)
@@ -210,12 +340,18 @@ def transfer(dst: str | Hardware, src: str | Hardware, kernel_factors: bool) -> 
     text = _set_lines(text, "overheads", {k: getattr(s_, PARAMS[k][0]) * PARAMS[k][3] for k in OVERHEAD_KEYS}, note)
     keys = EFFICIENCY_KEYS if kernel_factors else ("moe",)
     text = _set_lines(text, "efficiency", {k: getattr(s_, PARAMS[k][0]) for k in keys}, note)
-    what = "all factors" if kernel_factors else "MoE factor and serving overheads"
+    what = "all factors" if kernel_factors else "MoE factor, kernel launch and runtime host costs"
     line = (f"  transferred: \"no measurement on this kind; {what} copied from {s_.name}.yaml's calibration "
             f"of {_dt.date.today().isoformat()} (assumption)\"")
     pat = re.compile(r"^  transferred:.*$", re.M)
     text = pat.sub(line, text, count=1) if pat.search(text) else text.rstrip("\n") + "\n" + line + "\n"
-    return _replace_checked(path, text)
+    out = _replace_checked(path, text)
+    if path.resolve().parent == Path(load_hardware(s_.name).path).resolve().parent:
+        for rt in list_runtimes():
+            if s_.name in rt.fitted and d.name not in rt.fitted:
+                write_runtime_fit(rt.with_fit(d.name, rt.fitted[s_.name]), d.name,
+                                  f"transferred from {s_.name} (no measurement on {d.name}; assumption)")
+    return out
 
 
 def _yaml_str(s: str) -> str:
@@ -227,29 +363,54 @@ def format_fit(fit: Fit) -> str:
     lines = [f"calibration of {s['hardware']} on {s['cases']} cases"]
     for k in PARAMS:
         lines.append(f"  {k:18s} {fit.prior[k]:10.4g} -> {fit.values[k]:10.4g}")
+    for r, vals in fit.runtime_values.items():
+        lines.append(f"  runtime {r}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in vals.items()))
     lines.append(f"  median |error| {s['median_abs_error_before']:.1%} -> {s['median_abs_error_after']:.1%}; "
                  f"p90 after {s['p90_abs_error_after']:.1%}")
     for cid, b, a in zip(fit.case_ids, fit.errors_before, fit.errors_after, strict=True):
-        lines.append(f"    {cid:44s} {b:+8.1%} -> {a:+8.1%}")
+        lines.append(f"    {cid:60s} {b:+8.1%} -> {a:+8.1%}")
     if not all(math.isfinite(x) for x in fit.errors_after):
         lines.append("  warning: some predictions are not finite")
     return "\n".join(lines)
 
 
-def cross_validate(hardware: str | Hardware, measurements: str | Path = DEFAULT_MEASUREMENTS) -> dict[str, float]:
-    """Leave-one-out error: for each case on the hardware, fit on the others and predict it.
+def holdout_groups(cases: list[Case]) -> dict[str, list[int]]:
+    """Units left out together: every case of one curve; one measurement point; kernels are not
+    held out here (their own leave-one-out is in explorer.kernel_fit)."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(cases):
+        if not c.supported:
+            continue
+        if c.kind == "curve":
+            groups.setdefault(f"curve:{c.curve}", []).append(i)
+        elif c.kind in SERVED_KINDS:
+            groups.setdefault(f"point:{c.id}", []).append(i)
+    return groups
 
-    The honest out-of-sample figure to set beside the in-sample error of :func:`calibrate`.
+
+def cross_validate(hardware: str | Hardware, measurements: str | Path | Sequence[str | Path] = DEFAULT_FILES,
+                   cases: list[Case] | None = None, max_nfev: int = 60) -> dict[str, float]:
+    """Held-out error of every served case on the kind: for each whole curve (and each single
+    measurement point), fit on everything else on the kind and predict what was left out.
+
     Starts every fit from the file's *prior* values when the file is already calibrated.
     """
+    files = [measurements] if isinstance(measurements, str | Path) else list(measurements)
     hw = load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware
-    cases = [c for c in load_cases(measurements) if c.supported and c.hardware == hw.name]
+    all_cases = cases if cases is not None else load_all_cases(files)
+    mine = [c for c in all_cases if c.supported and c.hardware == hw.name]
     out: dict[str, float] = {}
-    for i, c in enumerate(cases):
-        rest = cases[:i] + cases[i + 1:]
-        if not rest:
+    for _, idx in holdout_groups(mine).items():
+        keep = set(idx)
+        rest = [c for i, c in enumerate(mine) if i not in keep]
+        if not any(c.kind in SERVED_KINDS for c in rest):
             continue
-        fit = calibrate(hw, measurements, cases=rest)
-        [p] = predict([c], {hw.name: fit.hardware})
-        out[c.id] = float(p / c.measured - 1.0)
+        fit = calibrate(hw, files, cases=rest, max_nfev=max_nfev)
+        held = [mine[i] for i in idx]
+        # a runtime with no other case on this kind is predicted as for an unseen kind (its fits elsewhere)
+        rts = {r: fit.runtimes.get(r) or load_runtime(r).without_fit(hw.name)
+               for r in {c.values.get("runtime") for c in held} if r}
+        pred = predict(held, {hw.name: fit.hardware}, rts)
+        for c, p in zip(held, pred, strict=True):
+            out[c.id] = float(p / c.measured - 1.0)
     return out

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from explorer import __version__
 from explorer.errors import ExplorerError
+from explorer.interrupts import terminate_as_interrupt
 
 COMMAND_MODULES = ("evaluate", "catalog", "sweep", "report", "compare", "validate", "calibrate")
 
@@ -38,18 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except ExplorerError as e:
-        print(f"explorer {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"explorer {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    command = "explorer"
+    with terminate_as_interrupt():  # one signal policy: SIGTERM is Ctrl-C (explorer/interrupts.py)
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            command = f"explorer {args.command}"
+            return int(args.func(args) or 0)
+        except ExplorerError as e:
+            print(f"{command}: error: {_one_line(str(e))}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{command}: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:
+            return 0
+
+
+def _one_line(message: str) -> str:
+    """The promise is one line on stderr: fold any line breaks a message picked up from its input."""
+    return " ".join(message.split()) if "\n" in message or "\r" in message else message
 
 
 if __name__ == "__main__":

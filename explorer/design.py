@@ -18,10 +18,11 @@ from explorer.errors import SpecError
 from explorer.hardware import Hardware, HardwareTable, load_hardware
 from explorer.model import SHAPE_COLUMNS, ModelShape, get_model
 from explorer.precision import FORMATS, TENSOR_FORMATS, compute_index, parse_precision, tensor_formats_needed
+from explorer.runtime import DEFAULT_RUNTIME, Runtime, load_runtime, runtime_columns
 
 _SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS and f.default is not MISSING}
 DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
-TEXT_COLUMNS = ("model", "hardware", "precision")
+TEXT_COLUMNS = ("model", "hardware", "precision", "runtime")
 
 
 def _length(values: Mapping[str, Any]) -> int:
@@ -41,9 +42,11 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     """Numeric design columns and the hardware table they index.
 
     ``values`` holds, as scalars or 1-D arrays: ``hardware`` (names or paths), ``precision``
-    (policy names such as ``fp8``), ``isl``, ``osl``, ``batch``; optionally ``tp pp ep dp
-    moe_imbalance``; and either ``model`` (preset names) or shape columns (missing ones take
-    :class:`ModelShape` defaults).  Shape columns given alongside ``model`` override the preset.
+    (policy names such as ``fp8``), ``isl``, ``osl``, ``batch`` (concurrent requests per replica:
+    the closed loop's clients); optionally ``tp pp ep dp moe_imbalance``, ``runtime`` (profile
+    names or :class:`~explorer.runtime.Runtime` objects; default :data:`DEFAULT_RUNTIME`); and
+    either ``model`` (preset names) or shape columns (missing ones take :class:`ModelShape`
+    defaults).  Shape columns given alongside ``model`` override the preset.
     """
     n = _length(values)
     out: dict[str, np.ndarray] = {}
@@ -106,4 +109,19 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
         uniq_h, inv_h = np.unique(hws.astype(str), return_inverse=True)
         kinds = [load_hardware(u) for u in uniq_h]
         out["hw_idx"] = inv_h.astype(np.int64)
+    # serving runtime: numeric columns per (runtime, hardware kind) pair
+    rts = full(values.get("runtime", DEFAULT_RUNTIME) if values.get("runtime") is not None else DEFAULT_RUNTIME)
+    if rts.dtype == object and len(rts) and isinstance(rts[0], Runtime):
+        rt_objs: list[Runtime] = []
+        for r in rts.tolist():
+            if not any(r is k for k in rt_objs):
+                rt_objs.append(r)
+        rt_idx = np.array([next(i for i, k in enumerate(rt_objs) if k is r) for r in rts], dtype=np.int64)
+    else:
+        uniq_r, rt_idx = np.unique(rts.astype(str), return_inverse=True)
+        rt_objs = [load_runtime(u, where, "runtime") for u in uniq_r]
+    pair = rt_idx * len(kinds) + out["hw_idx"]
+    uniq_pair, inv_pair = np.unique(pair, return_inverse=True)
+    out.update(runtime_columns([rt_objs[int(q) // len(kinds)] for q in uniq_pair],
+                               [kinds[int(q) % len(kinds)].name for q in uniq_pair], inv_pair))
     return out, HardwareTable(tuple(kinds))

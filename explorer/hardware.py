@@ -23,6 +23,31 @@ HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware"
 
 EFFICIENCY_KEYS = ("compute", "memory", "network")
 
+#: The ``kernels:`` section of a hardware file (kernel-level cost parameters, explorer/kernel_fit.py):
+#: YAML key -> (Hardware attribute, factor from the file's unit to SI, default in the file's unit).
+#: The defaults reproduce the cost model as it was before the section existed (no fixed kernel
+#: latency, a fully overlapped epilogue, attention at ``eta_compute``, no softmax cost, one
+#: bandwidth-only protocol for collectives), so files without the section load and cost as before.
+KERNEL_PARAMS: dict[str, tuple[str, float, float]] = {
+    "kernel_latency_us": ("kernel_latency_s", US, 0.0),
+    "gemm_epilogue_exposed": ("gemm_epilogue_exposed", 1.0, 0.0),
+    "attention_eta": ("attention_eta", 1.0, 0.0),
+    "attention_tile": ("attention_tile", 1.0, 128.0),
+    "attention_tile_overhead": ("attention_tile_overhead", 1.0, 0.0),
+    "exp_T_per_s": ("exp_rate", 1e12, 0.0),
+    "softmax_exposed": ("softmax_exposed", 1.0, 0.0),
+    "legacy_mma_fraction": ("legacy_mma_fraction", 1.0, 1.0),
+    "kv_page_overhead_bytes": ("kv_page_overhead_bytes", 1.0, 0.0),
+    "collective_latency_us": ("collective_latency_s", US, 0.0),
+    "ll_bw_fraction": ("ll_bw_fraction", 1.0, 0.0),
+    "ll128_bw_fraction": ("ll128_bw_fraction", 1.0, 0.0),
+    "ll_step_us": ("ll_step_s", US, 0.0),
+    "ll128_step_us": ("ll128_step_s", US, 0.0),
+    "nvls_eta": ("nvls_eta", 1.0, 0.0),
+    "nvls_latency_us": ("nvls_latency_s", US, 0.0),
+}
+KERNEL_FLAGS: dict[str, str] = {"scaleup_mesh": "scaleup_mesh"}
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -55,6 +80,29 @@ class Hardware:
     aliases: tuple[str, ...] = ()
     path: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # --- kernel-level cost parameters (``kernels:`` section; see KERNEL_PARAMS for the defaults)
+    kernel_latency_s: float = 0.0  # fixed time of one GEMM/attention kernel run back to back (prologue, fill, tail)
+    gemm_epilogue_exposed: float = 0.0  # share of a GEMM's output write that does not overlap its main loop
+    attention_eta: float = 0.0  # achieved/peak of attention's matmuls (FA3-class kernel); 0 = use eta_compute
+    attention_tile: float = 128.0  # query (and key) rows per attention block
+    attention_tile_overhead: float = 0.0  # fixed cost of one query tile, in key-block units
+    exp_rate: float = 0.0  # exponentials/s of the special-function units; 0 = softmax not costed
+    softmax_exposed: float = 0.0  # share of the softmax exponential time not hidden under the matmuls
+    legacy_mma_fraction: float = 1.0  # tensor throughput of pre-native kernels (mma.sync on Hopper/Blackwell) / peak
+    kv_page_overhead_bytes: float = 0.0  # extra bytes-equivalent per paged-KV page read (per head, K or V)
+    collective_latency_s: float = 0.0  # fixed time of one collective call (launch, proxy, synchronisation)
+    ll_bw_fraction: float = 0.0  # NCCL LL protocol bandwidth / Simple's; 0 = protocol not modelled
+    ll128_bw_fraction: float = 0.0  # NCCL LL128 protocol bandwidth / Simple's; 0 = protocol not modelled
+    ll_step_s: float = 0.0  # per ring step latency of LL inside the scale-up domain
+    ll128_step_s: float = 0.0  # per ring step latency of LL128 inside the scale-up domain
+    nvls_eta: float = 0.0  # achieved/ideal bandwidth of an in-switch (NVLink SHARP) all-reduce; 0 = no NVLS
+    nvls_latency_s: float = 0.0  # fixed latency of an NVLS all-reduce
+    scaleup_mesh: bool = False  # point-to-point links (xGMI mesh), no switch: n GPUs get (n-1)/(domain-1) of the bw
+
+    @property
+    def attn_eta(self) -> float:
+        """Attention's matmul efficiency: ``attention_eta`` when the file sets it, else ``eta_compute``."""
+        return self.attention_eta if self.attention_eta > 0 else self.eta_compute
 
     def supports(self, tensor_format: str) -> bool:
         return tensor_format in self.peak_flops
@@ -70,7 +118,7 @@ def _load_file(path: Path) -> Hardware:
     top = Section(data, where)
     top.check_keys(
         {"name", "display_name", "aliases", "arch", "compute", "memory", "interconnect", "overheads",
-         "efficiency", "notes"}
+         "kernels", "efficiency", "notes"}
     )
     name = top.string("name")
     aliases = top.raw("aliases", [])
@@ -110,6 +158,7 @@ def _load_file(path: Path) -> Hardware:
     o = top.section("overheads")
     o.check_keys({"kernel_launch_us", "step_us", "per_sequence_us", "source", "notes"})
     o.string("source")
+    kern = _kernel_params(top.section("kernels", required=False))
     e = top.section("efficiency")
     e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "kind", "source", "notes", "calibration", "transferred"})
     e.string("source")
@@ -143,7 +192,28 @@ def _load_file(path: Path) -> Hardware:
         aliases=tuple(a.lower() for a in aliases),
         path=where,
         raw=dict(data),
+        **kern,
     )
+
+
+def _kernel_params(k: Section) -> dict[str, Any]:
+    """Hardware attributes from the optional ``kernels:`` section (SI units; defaults when absent)."""
+    k.check_keys(set(KERNEL_PARAMS) | set(KERNEL_FLAGS) | {"source", "notes", "fit"})
+    if k.data:
+        k.string("source")
+    out: dict[str, Any] = {}
+    for key, (attr, scale, default) in KERNEL_PARAMS.items():
+        hi = 1.0 if key in ("gemm_epilogue_exposed", "attention_eta", "softmax_exposed", "legacy_mma_fraction",
+                            "ll_bw_fraction", "ll128_bw_fraction", "nvls_eta") else None
+        out[attr] = float(k.number(key, default, min_value=0, max_value=hi)) * scale
+    if out["attention_tile"] < 1:
+        raise SpecError(k.where, k.key("attention_tile"), f"must be >= 1, got {out['attention_tile']!r}")
+    for key, attr in KERNEL_FLAGS.items():
+        v = k.raw(key, False)
+        if not isinstance(v, bool):
+            raise SpecError(k.where, k.key(key), f"expected true or false, got {v!r}")
+        out[attr] = v
+    return out
 
 
 _CACHE: dict[str, Hardware] = {}

@@ -84,7 +84,7 @@ def reference_fronts(
                 continue
             front = df[front_table(df, OBJECTIVES, feasible_col="feasible").to_numpy()]
             front = front.sort_values("tokens_per_s_per_user", kind="stable")
-            label = preset.display_name if len(hardware) == 1 else f"{preset.display_name} on {hw}"
+            label = preset.display_name if len(hardware) == 1 else f"{preset.display_name} on {table.kinds[0].name}"
             front = front.assign(reference=preset.shape.name, reference_label=label)
             frames.append(front)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(

@@ -25,14 +25,13 @@ from ``study.best_trials``).
 from __future__ import annotations
 
 import multiprocessing as mp
-import signal
+import os
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -42,6 +41,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import TrialState
 
 from explorer.errors import SpecError
+from explorer.interrupts import FORWARD_SIGNAL, GracefulInterrupt
 from explorer.space import Choice, FloatRange, IntRange, SearchSpace, space_from_text
 from explorer.storage import StorageSpec, open_storage
 
@@ -139,6 +139,20 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
     return storage, study
 
 
+def _usable(space: SearchSpace, params: dict[str, Any]) -> bool:
+    """Whether a trial's parameters are a point of the space (a damaged journal can lose some)."""
+    for k, p in space.searched.items():
+        if k not in params:
+            return False
+        v = params[k]
+        if isinstance(p, Choice):
+            if v not in p.choices:
+                return False
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not p.low <= v <= p.high:
+            return False
+    return True
+
+
 def samples_from_params(space: SearchSpace, params: list[dict[str, Any]]) -> dict[str, list]:
     return {k: [p[k] for p in params] for k in space.searched}
 
@@ -150,19 +164,21 @@ def run_trials(
     n: int,
     batch: int,
     on_batch: Callable[[int], None] | None = None,
+    stop: GracefulInterrupt | None = None,
 ) -> tuple[int, bool]:
     """Ask/score/tell ``n`` trials in batches.  Returns (finished trials, interrupted).
 
-    Ctrl-C (SIGINT) stops after the current batch, so no trial is left RUNNING; a second Ctrl-C
-    stops at once and marks the trials asked but not told FAIL.  Every trial told stays in the
-    storage either way."""
+    Ctrl-C (SIGINT) or SIGTERM stops after the current batch, so no trial is left RUNNING; a second
+    one stops at once and marks the trials asked but not told FAIL (:mod:`explorer.interrupts`).
+    Every trial told stays in the storage either way.  ``stop``: an active GracefulInterrupt to use
+    (worker processes hold one for their whole life)."""
     dists = distributions(space)
     keys = space.constraint_keys()
     heartbeat = getattr(storage, "get_heartbeat_interval", lambda: None)() is not None
     study_id = storage.get_study_id_from_name(study.study_name) if heartbeat else None
     done = 0
     pending: list[optuna.Trial] = []
-    with _GracefulInterrupt() as stop:
+    with (nullcontext(stop) if stop is not None else GracefulInterrupt()) as stop:
         try:
             while done < n and not stop.requested:
                 if heartbeat:
@@ -189,28 +205,6 @@ def run_trials(
     return done, stop.requested
 
 
-class _GracefulInterrupt:
-    """While active (main thread only), the first SIGINT sets ``requested`` instead of raising."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._old: Callable[[int, FrameType | None], Any] | int | None = None
-
-    def _handler(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __enter__(self) -> _GracefulInterrupt:
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-
-
 @dataclass
 class SearchRun:
     study: optuna.Study
@@ -223,11 +217,17 @@ class SearchRun:
 
 def _worker_main(job: dict[str, Any]) -> None:
     """Entry point of a spawned worker process."""
-    _quiet()
-    space = space_from_text(job["space_text"], job["space_where"])
-    sampler = make_sampler(job["sampler"], job["seed"], space.search.population_size, job.get("startup", 10))
-    storage, study = open_study(space, job["spec"], job["study"], sampler=sampler, create=False)
-    _, interrupted = run_trials(space, study, storage, job["n"], job["batch"])
+    with GracefulInterrupt() as stop:  # from the start: the parent may forward a stop at any time
+        _quiet()
+        try:
+            space = space_from_text(job["space_text"], job["space_where"])
+            sampler = make_sampler(job["sampler"], job["seed"], space.search.population_size, job.get("startup", 10))
+            storage, study = open_study(space, job["spec"], job["study"], sampler=sampler, create=False)
+            if stop.requested:
+                sys.exit(130)
+            _, interrupted = run_trials(space, study, storage, job["n"], job["batch"], stop=stop)
+        except KeyboardInterrupt:
+            sys.exit(130)
     if interrupted:
         sys.exit(130)
 
@@ -293,9 +293,16 @@ def _run_workers(space, spec, study, study_name, trials, sampler, seed, before, 
                 now = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) - before
                 bar.update(max(0, min(now, trials) - shown))
                 shown = max(shown, min(now, trials))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C (the workers got it too) or SIGTERM (only this process did)
         interrupted = True
-        for p in procs:  # each worker got the same SIGINT and finishes its batch
+        if FORWARD_SIGNAL is not None:
+            for p in procs:  # "finish your batch and stop"; never escalates to an immediate stop
+                if p.is_alive() and p.pid is not None:
+                    try:
+                        os.kill(p.pid, FORWARD_SIGNAL)
+                    except ProcessLookupError:
+                        pass
+        for p in procs:
             p.join()
     codes = [p.exitcode for p in procs]
     if any(c == 130 for c in codes):
@@ -336,7 +343,11 @@ def study_frame(space: SearchSpace, study: optuna.Study) -> tuple[pd.DataFrame, 
     states: dict[str, int] = {}
     for t in all_trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
-    done = sorted((t for t in all_trials if t.state == TrialState.COMPLETE), key=lambda t: t.number)
+    complete = [t for t in all_trials if t.state == TrialState.COMPLETE]
+    done = sorted((t for t in complete if _usable(space, t.params)), key=lambda t: t.number)
+    if len(done) < len(complete):  # parameters lost with damaged journal lines (explorer.journal)
+        states["COMPLETE"] -= len(complete) - len(done)
+        states["DAMAGED"] = len(complete) - len(done)
     df = space.score(samples_from_params(space, [t.params for t in done]), len(done))
     df.insert(0, "trial", np.array([t.number for t in done], dtype=np.int64))
     return df, states

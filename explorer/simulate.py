@@ -1,15 +1,30 @@
-"""The analytic simulator: one decode step of a design point, written once over numpy arrays.
+"""The analytic simulator: a design point served by a runtime under closed-loop load, written once
+over numpy arrays.
 
 A *design table* is a mapping of column name -> 1-D array (see :data:`DESIGN_COLUMNS`); every
-row is one design point (model shape + workload + deployment + precision + hardware index).  The
-same call scores one point or a million.  The first-order model is DESIGN.md section 4, with
-these refinements (each named and tested):
+row is one design point (model shape + workload + deployment + precision + hardware index +
+serving-runtime columns).  The same call scores one point or a million.  The first-order model is
+DESIGN.md section 4; the serving layer is DESIGN.md section 4b.  What a row means:
 
-* **Mixed steps (chunked prefill).**  In steady state each of ``B`` sequences lives ``OSL`` decode
-  steps, so every step also carries ``B*ISL/OSL`` prefill tokens on average.  We fuse them into the
-  step's GEMMs (weights are read once for decode and prefill tokens, as chunked prefill does)
-  instead of DESIGN's ``T_decode + (B/OSL)*T_prefill``, which would read the weights twice.  The
-  breakdown's ``prefill`` component is the step time minus the same step without prefill tokens.
+* ``batch`` is the number of **concurrent requests** per replica (closed-loop clients, see
+  :mod:`explorer.closed_loop`).  The steady-state **decode batch** follows from Little's law and is
+  capped by the KV cache and the runtime's maximum running requests; surplus clients queue.
+* **Prompts run as chunks** (DESIGN 4b).  A new request's ISL tokens go through the model in chunks
+  of at most the runtime's tokens per step, either mixed into a decode step (TensorRT-LLM, vLLM:
+  the marginal cost is the mixed step minus the pure decode step) or as their own prefill steps
+  (SGLang: decoders wait).  Each decode step of a sequence carries its share
+  ``b / (OSL - 1)`` of one prompt's cost, so ``TPOT = T_decode(b) + b * tau_prefill / (OSL - 1)``.
+  (Refinement over the previous version, which fused a sliver of ``B*ISL/OSL`` prompt tokens into
+  every decode step: that read expert weights for prompt tokens on every step, pessimistic for MoE,
+  and made dense prompts almost free, optimistic for dense.)
+* **CUDA-graph padding**: the decode batch is padded to the runtime's captured sizes in the GEMMs
+  and MoE routing (not in attention or host work).
+* **MoE** (DESIGN MoE layer): expected experts touched per GPU; expert weights are read at the
+  memory roofline (``eta_memory``) -- the grouped-GEMM factor ``eta_moe`` applies to compute only;
+  each touched expert's token group is padded to whole tiles; with expert parallelism the slowest
+  GPU's load is the expected maximum of ``e`` per-GPU loads under uniform multinomial routing
+  (normal approximation, Blom's order-statistic formula) times the named ``moe_imbalance`` factor;
+  permute/unpermute traffic is counted.
 * **Attention data parallelism** (``dp``): attention and dense layers run on ``t``-GPU groups,
   ``dp`` groups per stage; MoE experts are sharded over all ``t*dp`` GPUs of a stage
   (``E/e`` experts per GPU, each split ``t*dp/e`` ways).  TensorRT-LLM's "DEP" = ``t=1, dp=e``.
@@ -17,17 +32,17 @@ these refinements (each named and tested):
   checkpoints keep ``lm_head`` unquantized).
 
 Pipeline: ``p`` stages of ``ceil(L/p)`` layers (the worst stage also holds the LM head) and
-``p`` micro-batches of ``B/p`` in flight: ``T_token = p*T_stage + (p-1)*t_p2p + step overhead``.
-Throughput per GPU ``= B / (T_token * t*dp*p)``, interactivity ``= 1/T_token``.
+``p`` micro-batches in flight: ``T_token = p*T_stage + (p-1)*t_p2p + host``.
+Throughput per GPU ``= p*dp * X * OSL / (t*dp*p)`` with ``X`` the request rate of one engine,
+interactivity ``= 1/TPOT``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-
 import numpy as np
 
+from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import allreduce_s, alltoall_s, link, p2p_s
 from explorer.costs.gemm import GemmCost, gemm_cost
@@ -39,9 +54,10 @@ from explorer.model import (
     param_counts,
 )
 from explorer.precision import TENSOR_FORMATS
+from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
-                  "fmt_mask", "hw_idx", "moe_imbalance")
+                  "fmt_mask", "hw_idx", "moe_imbalance") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
 #: Bytes per element of tensor-parallel all-reduces (bf16 even for FP8/FP4 models, as
@@ -57,6 +73,16 @@ ELEMENTWISE_KERNELS_PER_LAYER = 4.0
 #: Extra small kernels per MoE layer: top-k routing, permute, unpermute (assumption).
 MOE_EXTRA_KERNELS = 3.0
 
+#: Passes of the closed-loop fixed point (step costs -> batches -> step costs).  Measured on the
+#: invariant sweep (20,000 random designs): 2 passes leave ~1 % oscillation on prefill-heavy rows
+#: (OSL < 50, ISL > 2k), 3 passes converge to < 1e-9 on throughput monotonicity.
+FIXED_POINT_ITERATIONS = 3
+
+#: Token rows of the smallest tile a grouped expert GEMM may use: MoE kernels size their M tile to
+#: the tokens per expert (vLLM/SGLang fused_moe tuned configs use BLOCK_SIZE_M 16 for small
+#: groups; TensorRT-LLM's MoE GEMMs swap A and B so tokens sit on the MMA's N side).
+MOE_SMALL_TILE_M = 16.0
+
 REASONS = {
     0: "ok",
     1: "number format not supported by the hardware",
@@ -71,30 +97,9 @@ REASONS = {
 COMPONENTS = ("gemm", "attention", "moe", "comm", "prefill", "overhead")
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Serving limits used where the simulator picks a batch (``--batch max``, validation).
-
-    TensorRT-LLM's defaults: ``max_batch_size`` 2048 and ``max_num_tokens`` 8192 per iteration
-    (trtllm-bench / LLM API defaults); a batch needing more tokens per step than that cannot be
-    sustained, since prefill would queue.
-    """
-
-    max_batch_per_group: int = 2048
-    max_tokens_per_step: int = 8192
-
-    def allows(self, batch, dp, pp, isl, osl) -> np.ndarray:
-        """Which batches a serving runtime with these limits can sustain (per attention group:
-        sequences, and tokens per step = decode tokens + their steady-state prefill share)."""
-        per_group = np.asarray(batch, dtype=np.float64) / dp
-        tokens_per_step = per_group / pp * (1.0 + np.asarray(isl, dtype=np.float64) / osl)
-        return (per_group <= self.max_batch_per_group) & (tokens_per_step <= self.max_tokens_per_step)
-
-
-DEFAULT_LIMITS = Limits()
-
-#: Batches tried where the best feasible batch is picked (``--batch max``, validation's "max"):
-#: 1 .. 16384 in steps of 2^(1/4).
+#: Concurrencies tried where the best feasible one is picked (``--batch max``, validation's "max"):
+#: 1 .. 16384 in steps of 2^(1/4).  Beyond the running-batch cap (KV cache, runtime maximum)
+#: requests queue and throughput stays flat, so the smallest best one is taken.
 MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
 
 
@@ -131,6 +136,10 @@ class _HW:
         tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
         tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
         self.tiles_m, self.tiles_n = tm[idx], tn[idx]
+        # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
+        small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
+        self.moe_tiles_m = np.concatenate([tm, small], axis=1)[idx]
+        self.moe_tiles_n = np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1)[idx]
         self.support_mask = np.array(
             [sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds], dtype=np.int64
         )[idx]
@@ -146,21 +155,27 @@ class _HW:
         zero = np.zeros(n)
         for i in set(range(len(requests))) - set(live):
             out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
-        if live:
-            cols = np.empty((9, len(live), n))  # M N K b_a b_w b_out groups peak moe-factor
-            for row, i in enumerate(live):
+        for moe in (False, True):
+            sel = [i for i in live if bool(requests[i][8]) == moe]
+            if not sel:
+                continue
+            cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
+            for row, i in enumerate(sel):
                 r = requests[i]
                 for j in range(7):
                     cols[j, row] = r[j]
                 cols[7, row] = self.peak if r[7] is None else r[7]
-                cols[8, row] = self.eta_moe if r[8] else 1.0
-            f = cols[8]
+            # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
+            # the same achievable bandwidth as any other weight (it used to divide reads too, which
+            # tripled the memory-bound expert time of small-batch MoE decode)
             g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
                           peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms,
-                          tiles_m=self.tiles_m, tiles_n=self.tiles_n, max_split_k=self.max_split_k,
-                          eta_c=self.eta_c * f, eta_m=self.eta_m * f, launch_s=0.0, groups=cols[6])
+                          tiles_m=self.moe_tiles_m if moe else self.tiles_m,
+                          tiles_n=self.moe_tiles_n if moe else self.tiles_n, max_split_k=self.max_split_k,
+                          eta_c=self.eta_c * (self.eta_moe if moe else 1.0), eta_m=self.eta_m, launch_s=0.0,
+                          groups=cols[6])
             fields = [getattr(g, k) for k in GemmCost.__dataclass_fields__]
-            for row, i in enumerate(live):
+            for row, i in enumerate(sel):
                 out[i] = GemmCost(*(a[row] for a in fields))
         return [o for o in out if o is not None]
 
@@ -181,6 +196,13 @@ class _Shape:
         self.isl, self.osl, self.B = _col(c, "isl"), _col(c, "osl"), _col(c, "batch")
         self.b_w, self.b_a, self.b_kv = _col(c, "b_w"), _col(c, "b_a"), _col(c, "b_kv")
         self.imb = _col(c, "moe_imbalance")
+        # serving runtime (explorer/runtime.py)
+        self.rt_mixed = _col(c, "rt_mixed") > 0
+        self.rt_max_tokens, self.rt_max_batch = _col(c, "rt_max_tokens"), _col(c, "rt_max_batch")
+        self.rt_reserve_full = _col(c, "rt_reserve_full") > 0
+        self.rt_graph_step, self.rt_graph_max = _col(c, "rt_graph_step"), _col(c, "rt_graph_max")
+        self.rt_step, self.rt_per_seq = _col(c, "rt_step_s"), _col(c, "rt_per_seq_s")
+        self.rt_request, self.rt_attention = _col(c, "rt_request_s"), _col(c, "rt_attention")
         self.counts = param_counts(c)
         self.n_moe = np.where(self.E > 0, self.L - _col(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
@@ -200,12 +222,44 @@ class _Shape:
 _GEMMS = ("qkv", "o", "up", "down", "eup", "edown", "router", "sup", "sdown", "lm")
 
 
-def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups) -> dict:
+def expected_max_load_factor(n: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Expected maximum over ``n`` GPUs of the tokens routed to each, as a multiple of the mean,
+    when ``slots`` token-expert assignments are spread uniformly (multinomial routing).
+
+    Normal approximation of the binomial per-GPU load (mean ``mu = slots/n``, sd
+    ``sqrt(slots (1/n)(1 - 1/n))``) and Blom's formula for the expected maximum of ``n`` standard
+    normals, ``Phi^-1((n - 0.375)/(n + 0.25))`` (1.43 for n = 8; exact 1.42).  Capped at ``n`` (all
+    tokens on one GPU); 1 for ``n = 1``.  Ignores hot experts (real routers are not uniform: the
+    named ``moe_imbalance`` factor takes that).
+    """
+    from scipy.special import ndtri
+
+    n = np.asarray(n, dtype=np.float64)
+    slots = np.maximum(np.asarray(slots, dtype=np.float64), 1e-9)
+    z = np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
+    cv = np.sqrt(np.maximum(n - 1.0, 0.0) / slots)  # sd / mean of one GPU's load
+    return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
+
+
+def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+    """Decode batch as a CUDA graph runs it: captured sizes 1, 2, 4, then multiples of ``step``, up
+    to ``max_batch`` (above it, or with ``step == 0``, the step runs unpadded)."""
+    b = np.asarray(b, dtype=np.float64)
+    small = np.power(2.0, np.ceil(np.log2(np.maximum(b, 1.0))))
+    stepped = np.ceil(b / np.maximum(step, 1.0)) * np.maximum(step, 1.0)
+    padded = np.where(b <= 4.0, small, np.maximum(stepped, b))
+    use = (step > 0) & (b <= max_batch) & (b > 0)
+    return np.where(use, np.minimum(padded, np.maximum(max_batch, b)), b)
+
+
+def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None) -> dict:
     """Token counts of one stage step and its GEMM requests (costed later, all passes at once).
 
-    ``m_dec`` decode tokens (sequences) per attention group at mean context ``S``; ``n_pre``
-    prompts of ``P`` tokens prefilled in the same step; ``moe_groups`` attention groups whose tokens
-    meet in the MoE layers (``dp`` for steady state, 1 for a lone request's TTFT).
+    ``m_dec`` decode tokens through the GEMMs per attention group (the CUDA-graph padded batch),
+    ``m_attn`` real decode sequences attending at mean context ``S`` (default ``m_dec``);
+    ``n_pre`` prompts of ``P`` tokens prefilled in the same step (fractional: a chunk of
+    ``n_pre*P`` tokens); ``moe_groups`` attention groups whose tokens meet in the MoE layers
+    (``dp`` when every group steps together, 1 for a prefill step of one group).
     """
     H, t = s.H, s.t
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
@@ -213,11 +267,16 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups) -> dict:
     is_moe = s.E > 0
     if np.any(is_moe):
         E_safe = np.maximum(s.E, 1.0)
-        touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_tot))
+        # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
+        slots = T_tot * s.k
+        load = np.where(s.e > 1, expected_max_load_factor(s.e, slots), 1.0) * s.imb
+        T_gpu = T_tot * load  # tokens the slowest GPU's experts see, counted as if all its own
+        touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_gpu))
         touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
-        m_e = np.where(is_moe, T_tot * s.k / s.e * s.imb / np.maximum(touched, 1e-9), 0.0)
+        m_e = np.where(is_moe, T_gpu * s.k / s.e / np.maximum(touched, 1e-9), 0.0)
+        slots_gpu = np.where(is_moe, T_gpu * s.k / s.e, 0.0)
     else:
-        touched = m_e = np.zeros_like(T_tot)
+        touched = m_e = slots_gpu = np.zeros_like(T_tot)
     shared_w = s.Es * s.Fs / t
     M_moe = np.where(is_moe, M, 0.0)
     M_shared = np.where(shared_w > 0, M, 0.0)
@@ -234,26 +293,28 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups) -> dict:
         # LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
         (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
     ]
-    return {"m_dec": m_dec, "n_pre": n_pre, "P": P, "M": M, "T_tot": T_tot, "shared_w": shared_w,
-            "requests": requests}
+    return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "n_pre": n_pre, "P": P, "M": M,
+            "T_tot": T_tot, "slots_gpu": slots_gpu, "shared_w": shared_w, "requests": requests}
 
 
 def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     """Per-GPU times of one stage step (per-layer averages by component) and the LM head."""
     H, t = s.H, s.t
-    m_dec, n_pre, P, M, T_tot = plan["m_dec"], plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
+    n_pre, P, M, T_tot = plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
+    m_attn = plan["m_attn"]
     S = s.isl + s.osl / 2.0  # mean decode context (DESIGN.md)
     frac_sl = np.where(s.L > 0, s.n_sl / s.L, 0.0)
     # --- attention scores/values
     S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
-    fl_d, by_d = decode_attention(m_dec, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
+    fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
     fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
     if np.any(frac_sl > 0):  # sliding-window layers (skipped when no row has any)
         fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
     fl_p = n_pre * fl_p
     by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
-    attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c)
-    attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m)
+    # the runtime's attention kernels reach `rt_attention` of the roofline's efficiency (fitted residual)
+    attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c * s.rt_attention)
+    attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m * s.rt_attention)
     t_attn = np.maximum(attn_c, attn_m)
     # --- collectives
     bw_t, lat_t = link(t, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
@@ -273,7 +334,9 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     qkv, o, up, down, eup, edown, router, sup, sdown = (g[k] for k in _GEMMS[:-1])
     wd, wm = s.n_dense / s.L, s.n_moe / s.L
     t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
-    t_moe = wm * (eup.time_s + edown.time_s + router.time_s)
+    # permute (gather tokens by expert) and unpermute (weighted scatter-add, bf16): read + write each
+    t_perm = plan["slots_gpu"] * H * (2.0 * s.b_a + 2.0 * COMBINE_BYTES) / (hw.hbm_bw * hw.eta_m)
+    t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm)
     t_comm = 2.0 * t_ar + wm * t_a2a
     comp = {
         "gemm_c": qkv.compute_s + o.compute_s + wd * (up.compute_s + down.compute_s)
@@ -281,7 +344,7 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
         "gemm_m": qkv.memory_s + o.memory_s + wd * (up.memory_s + down.memory_s)
         + wm * (sup.memory_s + sdown.memory_s),
         "moe_c": wm * (eup.compute_s + edown.compute_s + router.compute_s),
-        "moe_m": wm * (eup.memory_s + edown.memory_s + router.memory_s),
+        "moe_m": wm * (eup.memory_s + edown.memory_s + router.memory_s + t_perm),
         "attn_c": attn_c, "attn_m": attn_m,
     }
     kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER + np.where(t > 1, 2.0, 0.0)
@@ -308,14 +371,62 @@ def _stage_time(s: _Shape, per_layer, lm, hw: _HW):
     return parts
 
 
+def _stage_total(s: _Shape, step, hw: _HW) -> tuple[dict, np.ndarray]:
+    parts = _stage_time(s, step[0], step[1], hw)
+    return parts, sum(parts.values())
+
+
+def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[np.ndarray, np.ndarray]):
+    """Step times of one engine (attention group) whose decode steps run ``b`` sequences (per
+    micro-batch) and that receives ``n_pf`` new prompts per step.
+
+    Returns the pure decode step ``T_dec``, the per-request prefill cost ``tau`` (seconds of engine
+    time one prompt adds, spread over the decode steps), the time to first token without queueing,
+    the decode step's components and GEMM figures.  Prompts of ``ISL`` tokens go in chunks of
+    ``Q = min(n_pf*ISL, budget)`` tokens, ``n_pf = max(1, X*TPOT)`` prompts arriving per step
+    (closed loop: requests arrive at the rate ``X`` they finish).
+    """
+    p = s.p
+    bw_p, lat_p = link_pp
+    b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
+    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - b, s.rt_max_tokens), 1.0)
+    Q = np.minimum(n_pf * s.isl, budget)  # prompt tokens per prefill-carrying step
+    zero = 0.0 * b
+    plans = [_plan(s, hw, b_pad, zero, s.isl, s.dp, m_attn=b),
+             _plan(s, hw, np.where(s.rt_mixed, b_pad, 0.0), Q / s.isl, s.isl,
+                   np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0))]
+    dec, pre = _steps(s, hw, plans)
+    parts_dec, stage_dec = _stage_total(s, dec, hw)
+    _, stage_pre = _stage_total(s, pre, hw)
+    host = s.rt_step + s.rt_per_seq * b * p  # one scheduler per attention group serves p micro-batches
+    p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
+    T_dec = p * stage_dec + (p - 1.0) * p2p(b_pad) + host
+    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_pad, 0.0) + Q) + host
+    # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
+    tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
+    chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
+    # TTFT without queueing: the step in flight when the request arrives (half a step on average),
+    # then the steps that carry its prompt, then the runtime's per-request work
+    busy = np.clip(b - 1.0, 0.0, 1.0)  # a step of the other requests is in flight (none when alone)
+    ttft_service = 0.5 * busy * T_dec + chunk_steps * T_pre_step + s.rt_request
+    # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
+    rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
+    return {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host,
+            "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
+            "p2p": (p - 1.0) * p2p(b_pad), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
+
+
 def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = True) -> dict[str, np.ndarray]:
     """Score every row of a design table.  Never raises for infeasible rows: they come back with
     ``feasible=False`` and ``reason_code`` (see :data:`REASONS`); their performance figures are still
     computed (finite) so searches can grade how far they are from feasible.
 
-    ``detail=False`` skips the decode-only pass that splits the breakdown into decode components and
-    the prefill share (a third less work, for exhaustive grids): the ``t_*_s`` columns are then NaN;
-    re-simulate the rows you keep with ``detail=True`` to get them.  Every other figure is identical.
+    Each row is served by its runtime (``rt_*`` columns) under ``batch`` closed-loop clients; the
+    decode batch is solved by one fixed-point iteration of :func:`explorer.closed_loop.closed_loop`
+    (step costs at ``min(C, cap)``, then again at the batch Little's law gives).
+
+    ``detail=False`` leaves the breakdown columns ``t_*_s`` NaN (grids re-score the rows they keep);
+    every other figure is identical.
     """
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
     if idx.size > GROUP_BY_HARDWARE_ROWS and np.any(idx != idx.flat[0]):
@@ -332,47 +443,11 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     # Missing formats: compute with the bf16 peak so figures stay finite; the row is infeasible.
     hw.peak = np.where(np.isfinite(hw.peak), hw.peak, hw.bf16_peak)
     hw.peak_attn = np.where(np.isfinite(hw.peak_attn), hw.peak_attn, hw.bf16_peak)
-
-    m_a = s.B / (s.p * s.dp)  # decode sequences per attention group per micro-batch
-    n_pre = m_a / s.osl
-    plans = [_plan(s, hw, m_a, n_pre, s.isl, s.dp),  # steady-state mixed step
-             _plan(s, hw, 0.0 * m_a, 1.0 + 0.0 * m_a, s.isl, 1.0 + 0.0 * m_a)]  # a lone prefill (TTFT)
-    if detail:
-        plans.append(_plan(s, hw, m_a, 0.0 * m_a, s.isl, s.dp))  # the same step without prefill
-    steps = _steps(s, hw, plans)
-    mixed, lm_mixed, comp, gemms = steps[0]
-    ttft_pl, lm_ttft, _, _ = steps[1]
-    if detail:
-        dec, lm_dec, _, _ = steps[2]
-
-    bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
-    bw_p = np.where(s.t * s.dp * s.p <= hw.domain, hw.up_bw, bw_p)
-    lat_p = np.where(s.t * s.dp * s.p <= hw.domain, hw.up_lat, lat_p)
-    M_mixed = m_a * (1.0 + s.isl / s.osl)
-    t_p2p = np.where(s.p > 1, p2p_s(M_mixed * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)
-
-    st_mixed = _stage_time(s, mixed, lm_mixed, hw)
     p = s.p
-    T_stage_mixed = sum(st_mixed.values())
-    # host work per token: a fixed step cost plus bookkeeping of each sequence a scheduler (one per
-    # attention data-parallel rank) carries
-    t_host = hw.step_overhead + hw.per_seq * s.B / s.dp
-    T_token = p * T_stage_mixed + (p - 1.0) * t_p2p + t_host
-    # breakdown per token: decode-only components, prefill = the rest
-    if detail:
-        st_dec = _stage_time(s, dec, lm_dec, hw)
-        bd = {k: p * st_dec[k] for k in ("gemm", "attention", "moe", "comm", "overhead")}
-        bd["comm"] = bd["comm"] + (p - 1.0) * t_p2p
-        bd["overhead"] = bd["overhead"] + t_host
-        bd["prefill"] = np.maximum(T_token - sum(bd.values()), 0.0)
-    else:
-        bd = {k: np.full(len(s.H), np.nan) for k in COMPONENTS}
+    groups = p * s.dp  # engines (attention groups x micro-batches) sharing the replica's clients
+    clients = s.B / groups
 
-    st_ttft = _stage_time(s, ttft_pl, lm_ttft, hw)
-    t_p2p_pf = np.where(s.p > 1, p2p_s(s.isl * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)
-    ttft = p * sum(st_ttft.values()) + (p - 1.0) * t_p2p_pf + hw.step_overhead + hw.per_seq
-
-    # --- memory per GPU (worst stage)
+    # --- memory per GPU (worst stage): weights, KV cache of the running batch, workspace
     cnt = s.counts
     stage_frac = s.Ls / s.L
     emb = np.where(p > 1, np.maximum(cnt["embedding_in"], cnt["embedding_out"]),
@@ -380,23 +455,60 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     weights = (s.b_w * cnt["layer_dense"] * stage_frac / s.t
                + s.b_w * cnt["expert"] * stage_frac / (s.t * s.dp)
                + EMBED_BYTES * emb / s.t)
-    ctx = s.isl + s.osl
     frac_sl = s.n_sl / s.L
-    tokens_stored = (1 - frac_sl) * ctx + frac_sl * np.where(s.W > 0, np.minimum(ctx, s.W), ctx)
-    kv_per_seq = s.Ls * s.kv_loc * s.b_kv * tokens_stored
-    kv = (s.B / s.dp) * kv_per_seq
-    M_ws = np.maximum(M_mixed, s.isl)
+
+    def kv_tokens(ctx):
+        return (1 - frac_sl) * ctx + frac_sl * np.where(s.W > 0, np.minimum(ctx, s.W), ctx)
+
+    kv_per_seq = s.Ls * s.kv_loc * s.b_kv * kv_tokens(s.isl + s.osl)  # a finished sequence's cache
+    # what admission reserves per running sequence: the whole ISL+OSL (TensorRT-LLM's no-evict
+    # scheduler) or, allocated as tokens come, ISL + OSL/2 on average (vLLM, SGLang)
+    kv_held = s.Ls * s.kv_loc * s.b_kv * kv_tokens(s.isl + np.where(s.rt_reserve_full, s.osl, s.osl / 2.0))
     F_loc = np.maximum(s.g * s.F / s.t, s.g * np.maximum(s.Es * s.Fs, s.Fe) / s.t)
-    workspace = M_ws * (8.0 * s.H + 2.0 * F_loc) + (m_a + n_pre + 1.0) * 4.0 * s.V / s.t
-    needed = weights + kv + workspace + hw.reserved
+    tokens_at_once = np.minimum(np.maximum(clients * (1.0 + s.isl / s.osl), s.isl), s.rt_max_tokens + clients)
+    workspace = tokens_at_once * (8.0 * s.H + 2.0 * F_loc) + (np.minimum(clients, s.rt_max_batch) + 1.0) * 4.0 * s.V / s.t
     capacity = hw.hbm_bytes * hw.usable
+    free = capacity - (weights + workspace + hw.reserved)
+    b_cap_mem = np.floor(np.maximum(free, 0.0) / np.maximum(kv_held, 1e-30) / p)  # per micro-batch engine
+    b_cap = np.minimum(b_cap_mem, s.rt_max_batch / p)
+
+    bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
+    inside = s.t * s.dp * s.p <= hw.domain
+    link_pp = (np.where(inside, hw.up_bw, bw_p), np.where(inside, hw.up_lat, lat_p))
+
+    # --- closed loop: one fixed-point iteration on the decode batch
+    # TPOT = T_dec(b_step) + b_avg * tau / (OSL - 1): each decode step carries b_avg/(OSL-1)
+    # prompts' cost (the engine's time shares: N_dec*T_dec + X*tau = 1 with X = b_avg/((OSL-1)*TPOT))
+    b_step = np.maximum(np.minimum(clients, np.maximum(b_cap, 1.0)), 1e-9)
+    n_pf = np.maximum(1.0, b_step / np.maximum(s.osl - 1.0, 1.0))  # first guess: X*TPOT = b/(OSL-1)
+    for _ in range(FIXED_POINT_ITERATIONS):  # fixed-point iterations on the batches the steps are costed at
+        eng = _engine(s, hw, b_step, n_pf, link_pp)
+        op = closed_loop(clients, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
+                         eng["rate_max"], eng["T_full"])
+        b_step = np.maximum(op["step_batch"], 1e-9)
+        n_pf = np.maximum(1.0, op["request_rate"] * op["tpot_s"])
+    tpot = op["tpot_s"]
+    prefill_share = tpot - eng["T_dec"]
+    b_run = np.maximum(op["decode_batch"], 0.0)
+
+    parts = eng["parts"]
+    if detail:
+        bd = {k: p * parts[k] for k in ("gemm", "attention", "moe", "comm", "overhead")}
+        bd["comm"] = bd["comm"] + eng["p2p"]
+        bd["overhead"] = bd["overhead"] + eng["host"]
+        bd["prefill"] = prefill_share
+    else:
+        bd = {k: np.full(len(s.H), np.nan) for k in COMPONENTS}
+
+    kv = np.minimum(clients, b_cap) * p * kv_held  # every admitted request holds its KV, prefilling or decoding
+    needed = weights + kv + workspace + hw.reserved
 
     # --- feasibility, first failing rule wins
     reason = np.zeros(len(s.H), dtype=np.int64)
     fmt_mask = np.asarray(c["fmt_mask"], dtype=np.int64)
     checks = [
         (7, s.B < s.p * s.dp),
-        (6, needed > capacity),
+        (6, (needed > capacity) | (b_cap_mem < 1.0)),
         (5, np.mod(s.F, s.t) != 0),
         (4, (s.E == 0) & (s.e > 1) | (s.E > 0) & ((np.mod(s.E, s.e) != 0) | (np.mod(s.t * s.dp, s.e) != 0))),
         (3, s.p > s.L),
@@ -411,11 +523,14 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     res = {
         "feasible": feasible,
         "reason_code": reason,
-        "tokens_per_s_per_user": 1.0 / T_token,
-        "tokens_per_s_per_gpu": s.B / (T_token * gpus),
-        "ttft_s": ttft,
-        "tpot_s": T_token,
+        "tokens_per_s_per_user": 1.0 / tpot,
+        "tokens_per_s_per_gpu": op["output_tokens_per_s"] * groups / gpus,
+        "ttft_s": op["ttft_s"],
+        "tpot_s": tpot,
         "gpus": gpus,
+        "decode_batch": b_run * groups,
+        "step_batch": op["step_batch"] * groups,
+        "queued_requests": op["queued"] * groups,
         "memory_bytes_per_gpu": needed,
         "memory_capacity_bytes": capacity,
         "weights_bytes_per_gpu": weights,
@@ -424,10 +539,11 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         "workspace_bytes_per_gpu": workspace,
         "params_total": cnt["total"],
         "params_active": cnt["active"],
-        "tokens_per_step": M_mixed,
+        "tokens_per_step": b_run * (1.0 + s.isl / s.osl),
     }
     for k in COMPONENTS:
         res[f"t_{k}_s"] = bd[k]
+    comp, gemms = eng["comp"], eng["gemms"]
     # bound of the decode work: compute if compute time exceeds memory time
     res["gemm_bound_compute"] = comp["gemm_c"] > comp["gemm_m"]
     res["moe_bound_compute"] = comp["moe_c"] > comp["moe_m"]

@@ -32,7 +32,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
@@ -42,12 +42,20 @@ import pandas as pd
 
 from explorer.design import build_design
 from explorer.errors import SpecError
-from explorer.hardware import HardwareTable, load_hardware
+from explorer.hardware import HARDWARE_DIR, Hardware, HardwareTable, load_hardware
 from explorer.model import SHAPE_COLUMNS, ModelShape, get_preset, param_counts
 from explorer.precision import parse_precision
 from explorer.results import results_frame
 from explorer.simulate import REASONS, simulate
-from explorer.specio import Section, check_number, read_yaml
+from explorer.specio import (
+    MAX_PARALLEL,
+    MAX_SEED,
+    MAX_SIZE,
+    Section,
+    check_number,
+    parse_yaml_text,
+    read_text_file,
+)
 
 # --------------------------------------------------------------------------------------------
 # parameter kinds
@@ -71,6 +79,11 @@ _MIN1 = {"hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "i
 _MOE_PARAMS = ("experts_per_token", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers")
 _SHAPE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS}
 _DEPLOY_DEFAULTS = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
+
+#: Largest value of each numeric parameter: beyond it the simulator cannot represent the design.
+SIZE_LIMITS: dict[str, float] = {**{c: MAX_SIZE for c in SHAPE_COLUMNS}, "isl": MAX_SIZE, "osl": MAX_SIZE,
+                                 "batch": MAX_SIZE, "tp": MAX_PARALLEL, "pp": MAX_PARALLEL, "ep": MAX_PARALLEL,
+                                 "dp": MAX_PARALLEL, "moe_imbalance": 1000.0}
 
 #: Infeasibility codes added by the space (the simulator's are 1-7, see ``explorer.simulate.REASONS``).
 SPACE_REASONS = {
@@ -179,6 +192,8 @@ class SearchSpace:
     objectives: dict[str, str]
     search: SearchSettings
     description: str = ""
+    #: Hardware kinds given as file paths: name -> absolute path (shipped kinds are loaded by name).
+    hardware_files: dict[str, str] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- structure
     @property
@@ -286,6 +301,10 @@ class SearchSpace:
         p = self.params["hardware"]
         return [p.value] if isinstance(p, Fixed) else list(cast(Choice, p).choices)
 
+    def hardware_spec(self, name: str) -> Hardware:
+        """The hardware kind ``name`` of this space (from its file when the space gave a path)."""
+        return load_hardware(self.hardware_files.get(name, name))
+
     # ---------------------------------------------------------------- scoring
     def columns(self, samples: Mapping[str, Any], n: int | None = None) -> tuple[int, dict[str, np.ndarray]]:
         """Every parameter as a column of ``n`` points: the sampled ones from ``samples`` (1-D arrays or
@@ -325,7 +344,11 @@ class SearchSpace:
         if not self.uses_model:
             sim_cols, shape_codes = self._shape_columns(cols, n)
         values: dict[str, Any] = {k: v for k, v in sim_cols.items() if k not in TEXT_PARAMS}
-        values["hardware"] = cols["hardware"].astype(str)
+        hw = cols["hardware"].astype(str)
+        if self.hardware_files:  # kinds given as files are loaded from them, not by name
+            uniq, inv = np.unique(hw, return_inverse=True)
+            hw = np.asarray([self.hardware_files.get(u, u) for u in uniq], dtype=object)[inv]
+        values["hardware"] = hw
         values["precision"] = cols["precision"].astype(str)
         if self.uses_model:
             values["model"] = cols["model"].astype(str)
@@ -502,19 +525,13 @@ def _jsonable(v: Any) -> Any:
 def load_space(path: str | Path) -> SearchSpace:
     """Read and validate a search-space YAML file."""
     p = Path(path)
-    data = read_yaml(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError:  # pragma: no cover - read_yaml already read it
-        text = ""
-    return parse_space(data, str(p), text)
+    text = read_text_file(p, "YAML")
+    return parse_space(parse_yaml_text(text, str(p)), str(p), text)
 
 
 def space_from_text(text: str, where: str) -> SearchSpace:
     """Parse a space from its YAML text (worker processes re-create the space this way)."""
-    import yaml
-
-    return parse_space(yaml.safe_load(text), where, text)
+    return parse_space(parse_yaml_text(text, where), where, text)
 
 
 def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
@@ -527,8 +544,21 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     description = top.string("description", "")
     params: dict[str, Param] = {}
 
-    # hardware
-    params["hardware"] = _text_param(top, "hardware", _check_hardware)
+    # hardware: shipped kinds by name, other kinds by file path (relative to the space file's folder)
+    hw_files: dict[str, str] = {}
+    hw_source: dict[str, str] = {}
+
+    def check_hardware(v: Any, where_: str, key: str) -> str:
+        hw = _check_hardware(v, where_, key)
+        src = str(Path(hw.path).resolve()) if hw.path else hw.name
+        if hw_source.setdefault(hw.name, src) != src:
+            raise SpecError(where_, key, f"'{v}' and another entry both define hardware '{hw.name}'; give "
+                                         "each kind once (rename the file's 'name:')")
+        if hw.path and Path(hw.path).resolve().parent != HARDWARE_DIR.resolve():
+            hw_files[hw.name] = src
+        return hw.name
+
+    params["hardware"] = _text_param(top, "hardware", check_hardware)
 
     # model preset or shape
     has_model, has_shape = top.has("model"), top.has("shape")
@@ -642,7 +672,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     settings = SearchSettings(
         sampler=se.string("sampler", defaults.sampler, choices=set(SAMPLERS)),
         trials=se.number("trials", defaults.trials, integer=True, min_value=1),
-        seed=se.number("seed", defaults.seed, integer=True, min_value=0),
+        seed=se.number("seed", defaults.seed, integer=True, min_value=0, max_value=MAX_SEED),
         population_size=se.number("population_size", defaults.population_size, integer=True, min_value=2),
         batch_trials=se.number("batch_trials", None, integer=True, min_value=1),
         hypervolume_reference=ref,
@@ -653,7 +683,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     return SearchSpace(
         where=where, text=text, params=params, derived=tuple(derived), shape_search=shape_search,
         capacity=capacity, min_tokens_per_s_per_user=min_tpu, max_ttft_s=max_ttft, objectives=objectives,
-        search=settings, description=description,
+        search=settings, description=description, hardware_files=hw_files,
     )
 
 
@@ -674,6 +704,7 @@ def _num_param(sec: Section, name: str) -> Param:
     flag = name in FLAG_PARAMS
     is_float = name == "moe_imbalance"
     lo_bound = 1.0 if is_float else (1 if name in _MIN1 else 0)
+    hi_bound = SIZE_LIMITS.get(name)  # beyond it the simulator cannot represent the value
 
     def one(v: Any, k: str) -> Any:
         if flag:
@@ -682,7 +713,7 @@ def _num_param(sec: Section, name: str) -> Param:
             if v in (0, 1) and not isinstance(v, float):
                 return int(v)
             raise SpecError(where, k, f"expected true/false, got {v!r}")
-        return check_number(v, where, k, integer=not is_float, min_value=lo_bound)
+        return check_number(v, where, k, integer=not is_float, min_value=lo_bound, max_value=hi_bound)
 
     if isinstance(raw, list):
         return _choices([one(v, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
@@ -697,14 +728,14 @@ def _num_param(sec: Section, name: str) -> Param:
         rs.check_keys({"low", "high", "step", "log"})
         if flag:
             raise SpecError(where, key, "a flag takes true/false or a choice list, not a range")
-        low = rs.number("low", integer=not is_float, min_value=lo_bound)
-        high = rs.number("high", integer=not is_float, min_value=lo_bound)
+        low = rs.number("low", integer=not is_float, min_value=lo_bound, max_value=hi_bound)
+        high = rs.number("high", integer=not is_float, min_value=lo_bound, max_value=hi_bound)
         log = rs.raw("log", False)
         if not isinstance(log, bool):
             raise SpecError(where, f"{key}.log", f"expected true/false, got {log!r}")
         if low > high:
             raise SpecError(where, key, f"empty range: low {low} > high {high}")
-        step = rs.number("step", None, integer=not is_float, min_value=0, min_exclusive=True)
+        step = rs.number("step", None, integer=not is_float, min_value=0, max_value=hi_bound, min_exclusive=True)
         if log and step is not None and not (not is_float and step == 1):
             raise SpecError(where, f"{key}.step", "a log range takes no step (Optuna samples log ranges continuously)")
         if log and low <= 0:
@@ -749,11 +780,27 @@ def _text_param(sec: Section, name: str, check) -> Param:
     return Fixed(check(raw, where, key))
 
 
-def _check_hardware(v: Any, where: str, key: str) -> str:
-    if not isinstance(v, str):
-        raise SpecError(where, key, f"expected a hardware name, got {v!r}")
+def _is_path(v: str) -> bool:
+    return Path(v).suffix.lower() in (".yaml", ".yml") or "/" in v or "\\" in v
+
+
+def _check_hardware(v: Any, where: str, key: str) -> Hardware:
+    """A hardware kind by shipped name or alias, or by file path: relative paths are looked up in the
+    space file's folder, then in the current folder."""
+    if not isinstance(v, str) or not v.strip():
+        raise SpecError(where, key, f"expected a hardware name or YAML file path, got {v!r}")
+    target = v
+    if _is_path(v):
+        p = Path(v).expanduser()
+        cands = [p] if p.is_absolute() else [Path(where).parent / p, p]
+        found = next((c for c in cands if c.exists()), None)
+        if found is None:
+            looked = " and ".join(f"'{c}'" for c in dict.fromkeys(str(c) for c in cands))
+            raise SpecError(where, key, f"hardware file '{v}' not found (looked for {looked}); give a shipped "
+                                        "name (explorer hardware) or a YAML file path")
+        target = str(found)
     try:
-        return load_hardware(v).name
+        return load_hardware(target)
     except SpecError as e:
         if e.where == "--hardware":  # unknown name: re-anchor the message at this file and key
             raise SpecError(where, key, e.message) from None

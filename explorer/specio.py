@@ -12,23 +12,142 @@ import yaml
 
 from explorer.errors import SpecError, did_you_mean
 
+#: Largest size (shape dimension, tokens, batch) a spec or flag may give: the simulator computes in
+#: float64 and reports sizes as int64, so every product of sizes must stay finite and exact.
+MAX_SIZE = 2**31 - 1
+#: Largest degree of each parallelism (tp, pp, ep, dp): GPUs = tp * pp * dp must fit an int64.
+MAX_PARALLEL = 2**20
+#: Largest seed (NumPy's and Optuna's samplers take 32-bit seeds).
+MAX_SEED = 2**32 - 1
 
-def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; a missing or malformed file is a :class:`SpecError` naming it."""
+#: Largest spec file read (bytes): the shipped files are below 1 MB; anything far larger is not a spec.
+MAX_SPEC_BYTES = 64 * 1024 * 1024
+#: Most nodes a document may expand to through YAML aliases (refuses "billion laughs" documents).
+MAX_EXPANDED_NODES = 2_000_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate mapping keys (naming both lines) and documents whose
+    aliases expand beyond :data:`MAX_EXPANDED_NODES` nodes."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                try:
+                    key = self.construct_object(key_node, deep=True)
+                    hash(key)
+                except (TypeError, yaml.YAMLError):
+                    continue  # the base class reports unhashable keys
+                if key in seen:
+                    first = seen[key]
+                    raise yaml.constructor.ConstructorError(
+                        None, None,
+                        f"duplicate key {_short(key)} (first given at line {first.start_mark.line + 1}); "
+                        "give each key once",
+                        key_node.start_mark)
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return self.construct_document(node)
+
+
+def _check_expansion(root) -> None:
+    """Count the nodes of ``root`` with aliases expanded (memoized, iterative)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        kids: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [x for kv in node.value for x in kv]
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(k), 1) for k in kids)
+        if total > MAX_EXPANDED_NODES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the document expands to more than {MAX_EXPANDED_NODES:,} values through aliases",
+                node.start_mark)
+        sizes[id(node)] = total
+
+
+def _short(v: Any, limit: int = 80) -> str:
+    """``repr(v)`` cut to ``limit`` characters (values in messages stay one short line)."""
+    try:
+        text = repr(v)
+    except ValueError:  # an int too long to print
+        text = f"<a {v.bit_length() if isinstance(v, int) else '?'}-bit number>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_yaml_text(text: str, where: str) -> Any:
+    """Parse YAML text strictly (safe types only, no duplicate keys); errors are one-line
+    :class:`SpecError` naming ``where``, the line and the problem."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or (str(e).strip().splitlines() or [type(e).__name__])[0]
+        problem = " ".join(str(problem).split())
+        raise SpecError(where, None, f"malformed YAML: {at}{problem}") from None
+    except ValueError as e:  # Python refuses integers of more than 4,300 digits
+        msg = "a number with more than 4,300 digits" if "digits" in str(e) else " ".join(str(e).split())[:200]
+        raise SpecError(where, None, f"malformed YAML: {msg}") from None
+    except RecursionError:
+        raise SpecError(where, None, "malformed YAML: nested too deeply (more than a few hundred levels)") from None
+
+
+def read_text_file(path: str | Path, kind: str = "text", max_bytes: int = MAX_SPEC_BYTES) -> str:
+    """The UTF-8 text of a regular file; a missing, unreadable, non-text or oversized file is a
+    one-line :class:`SpecError` naming it."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        st = p.stat()
     except FileNotFoundError:
         raise SpecError(str(p), None, "file not found") from None
     except OSError as e:
-        raise SpecError(str(p), None, f"cannot read file ({e.strerror})") from None
+        raise SpecError(str(p), None, f"cannot read file ({e.strerror or e})") from None
+    import stat as _stat
+
+    if _stat.S_ISDIR(st.st_mode):
+        raise SpecError(str(p), None, f"is a folder, not a {kind} file")
+    if not _stat.S_ISREG(st.st_mode):
+        raise SpecError(str(p), None, f"not a regular file (device, pipe or socket); expected a {kind} file")
+    if st.st_size > max_bytes:
+        raise SpecError(str(p), None, f"{st.st_size:,} bytes is too large for a {kind} file "
+                                      f"(at most {max_bytes:,})")
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(str(p), None, f"malformed YAML: {where}{problem}") from None
+        data = p.read_bytes()
+    except OSError as e:
+        raise SpecError(str(p), None, f"cannot read file ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        hint = " (looks compressed)" if data[:2] in (b"\x1f\x8b", b"BZ", b"PK") or data[:4] == b"\x28\xb5\x2f\xfd" \
+            else " (looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise SpecError(str(p), None, f"not a UTF-8 {kind} file{hint}: byte {data[e.start]:#04x} at offset "
+                                      f"{e.start}") from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file (the one reading function of every YAML loader: hardware, search spaces,
+    measurements); a missing, unreadable, non-UTF-8 or malformed file, a duplicate key or a document
+    nested too deeply is a :class:`SpecError` naming it."""
+    return parse_yaml_text(read_text_file(path, "YAML"), str(Path(path)))
 
 
 class Section:
@@ -36,7 +155,7 @@ class Section:
 
     def __init__(self, data: Any, where: str, path: str = ""):
         if not isinstance(data, Mapping):
-            raise SpecError(where, path or None, f"expected a mapping, got {type(data).__name__} {data!r}")
+            raise SpecError(where, path or None, f"expected a mapping, got {type(data).__name__} {_short(data)}")
         self.data = data
         self.where = where
         self.path = path
@@ -91,7 +210,7 @@ class Section:
         if v is None:
             return None
         if not isinstance(v, str):
-            raise SpecError(self.where, self.key(name), f"expected text, got {v!r}")
+            raise SpecError(self.where, self.key(name), f"expected text, got {_short(v)}")
         if choices is not None and v not in choices:
             raise SpecError(
                 self.where, self.key(name),
@@ -112,17 +231,18 @@ def check_number(
 ) -> Any:
     """Validate one number; booleans and text are rejected."""
     if isinstance(v, bool) or not isinstance(v, int | float):
-        raise SpecError(where, key, f"expected a {'whole ' if integer else ''}number, got {v!r}")
+        raise SpecError(where, key, f"expected a {'whole ' if integer else ''}number, got {_short(v)}")
     if isinstance(v, float) and not math.isfinite(v):
-        raise SpecError(where, key, f"expected a finite number, got {v!r}")
+        raise SpecError(where, key, f"expected a finite number, got {_short(v)}")
     if integer:
         if isinstance(v, float):
             if not v.is_integer():
-                raise SpecError(where, key, f"expected a whole number, got {v!r}")
+                raise SpecError(where, key, f"expected a whole number, got {_short(v)}")
             v = int(v)
     if min_value is not None and (v < min_value or (min_exclusive and v == min_value)):
         op = ">" if min_exclusive else ">="
-        raise SpecError(where, key, f"must be {op} {min_value}, got {v!r}")
+        raise SpecError(where, key, f"must be {op} {min_value}, got {_short(v)}")
     if max_value is not None and v > max_value:
-        raise SpecError(where, key, f"must be <= {max_value}, got {v!r}")
+        allowed = f" (allowed: {min_value} .. {max_value})" if min_value is not None else ""
+        raise SpecError(where, key, f"must be <= {max_value}{allowed}, got {_short(v)}")
     return v

@@ -77,6 +77,31 @@ def _with_driver(url: str) -> str:
     return url
 
 
+def _open_journal(target: str):
+    """A journal storage that a kill cannot lock or corrupt (:mod:`explorer.journal`): a torn last
+    line is ended or cut first; a journal Optuna cannot replay is cut back to its valid prefix."""
+    import optuna
+
+    from explorer.journal import SafeJournalBackend, check_journal_path, prepare_journal, repair_journal
+
+    check_journal_path(target)
+    try:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        prepare_journal(target)
+        try:
+            return optuna.storages.JournalStorage(SafeJournalBackend(target))
+        except (OSError, SpecError):
+            raise
+        except Exception as e:  # Optuna could not replay the journal: recover its valid prefix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+            if not repair_journal(target):
+                raise SpecError("--storage", None, f"cannot replay the study journal {target} ({type(e).__name__}: "
+                                                   f"{first}); move it away or give another --study") from None
+        return optuna.storages.JournalStorage(SafeJournalBackend(target))
+    except OSError as e:
+        raise SpecError("--storage", None, f"cannot open {target}: {e.strerror or e}") from None
+
+
 def open_storage(spec: StorageSpec):
     """The Optuna storage object for ``spec`` (imports Optuna)."""
     import optuna
@@ -84,10 +109,7 @@ def open_storage(spec: StorageSpec):
     if spec.kind == "memory":
         return optuna.storages.InMemoryStorage()
     if spec.kind == "journal":
-        from optuna.storages.journal import JournalFileBackend
-
-        Path(spec.target).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(spec.target))
+        return _open_journal(spec.target)
     try:
         return optuna.storages.RDBStorage(
             _with_driver(spec.target),

@@ -9,9 +9,11 @@ Mapping rules (each one a documented assumption):
 
 * ``tp: null`` with ``ep: n`` is TensorRT-LLM's "DEPn": attention data-parallel ``n`` and expert
   parallel ``n`` (``t=1, dp=n, e=n``).  A dense model with ``tp`` given uses ``t=tp``.
-* ``max (saturated)`` is the highest-throughput feasible batch within :class:`~explorer.simulate.Limits`
-  (TensorRT-LLM defaults: 2048 sequences and 8192 tokens per step per attention group), over a
-  geometric grid of batches (ratio 2^(1/4)).
+* ``max (saturated)`` is the highest-throughput feasible concurrency over a geometric grid
+  (ratio 2^(1/4)); the runtime caps the running batch (KV cache, maximum running requests) and
+  queues the rest.
+* Rows are served by a runtime profile (explorer/runtime.py): gpt-fast rows by ``gpt-fast``, every
+  other row by ``trtllm``; they are offline engine benchmarks, so no per-request server overhead.
 * ``output_throughput_total`` / ``output_throughput`` are per TP group: divided by ``num_gpus``.
 * ``osl: null`` (gpt-fast) means its default of 200 generated tokens.
 * Precision labels map to policies: NVFP4 -> fp4 (FP8 KV), FP8 -> fp8, "FP4 (MXFP4 MoE weights)"
@@ -41,7 +43,8 @@ from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
 from explorer.model import get_preset
 from explorer.precision import FORMATS, TENSOR_FORMATS
-from explorer.simulate import DEFAULT_LIMITS, MAX_BATCH_GRID, Limits, simulate
+from explorer.runtime import DEFAULT_RUNTIME, Runtime, RuntimeFit, load_runtime
+from explorer.simulate import MAX_BATCH_GRID, simulate
 from explorer.specio import read_yaml
 
 DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
@@ -81,9 +84,13 @@ class Case:
     trust: str = ""
     chosen_batch: int | None = None  # set by predict() for 'max' cases
     note: str = ""
+    curve: str = ""  # the measured curve a case belongs to (cross-validation leaves whole curves out)
+    family: str = ""  # dense | moe
+    runtime: str = ""  # serving-runtime profile (explorer/runtime.py)
 
 
-def _precision(label: Any, hw: Hardware, model: str = "") -> str:
+def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
+    """Precision policy for a measured run's precision label (mapping rules in the module docstring)."""
     s = str(label).lower()
     if model.startswith("gpt-oss") and not hw.supports("fp4"):
         # gpt-oss ships only as an MXFP4 checkpoint; without FP4 tensor cores (Hopper) its MoE
@@ -104,7 +111,8 @@ def _precision(label: Any, hw: Hardware, model: str = "") -> str:
     raise ValueError(f"unrecognised precision '{label}'")
 
 
-def _gpu(label: Any) -> Hardware:
+def gpu_hardware(label: Any) -> Hardware:
+    """Hardware kind of a measured run's GPU label (parenthesised remarks dropped)."""
     name = re.sub(r"\(.*?\)", "", str(label)).strip().lower()
     return load_hardware(name)
 
@@ -114,6 +122,45 @@ def _size_bytes(text: object) -> float:
     if not m:
         raise ValueError(f"cannot read message size '{text}'")
     return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2).upper()]
+
+
+def positive_number(raw: dict, key: str, required: bool = True) -> float | None:
+    """A positive finite number from a row, or ValueError naming the key and the value."""
+    v = raw.get(key)
+    if v is None:
+        if required:
+            raise ValueError(f"'{key}' is missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"'{key}' must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+def whole_number(raw: dict, key: str, default: int | None = None, minimum: int = 1) -> int:
+    """A whole number >= ``minimum`` from a row (``default`` when absent), or ValueError."""
+    v = raw.get(key, default)
+    if v is None:
+        if default is None:
+            raise ValueError(f"'{key}' is missing")
+        v = default
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < minimum:
+        raise ValueError(f"'{key}' must be a whole number >= {minimum}, got {v!r}")
+    if abs(v) > 2 ** 53:
+        raise ValueError(f"'{key}' is too large to represent, got {v!r}")
+    return int(v)
+
+
+def _runtime_of(cid: str, raw: dict) -> str:
+    """Serving runtime of a measurements.yaml row: gpt-fast rows by id or source, TensorRT-LLM
+    otherwise (every other inference row in the file comes from TensorRT-LLM's benchmarks)."""
+    text = f"{cid} {raw.get('source', '')}".lower()
+    if "gptfast" in text or "gpt-fast" in text:
+        return "gpt-fast"
+    if "vllm" in cid.lower():
+        return "vllm"
+    if "sglang" in cid.lower():
+        return "sglang"
+    return "trtllm"
 
 
 def parse_case(raw: Any, index: int) -> Case:
@@ -132,58 +179,66 @@ def parse_case(raw: Any, index: int) -> Case:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"value must be a positive number, got {value!r}")
         case.measured = float(value)
-        hw = _gpu(raw.get("gpu"))
+        hw = gpu_hardware(raw.get("gpu"))
         case.hardware = hw.name
         conc = raw.get("concurrency_or_batch")
         if metric in KERNEL_METRICS:
             if unit.lower() not in KERNEL_METRICS[metric]:
                 raise ValueError(f"unit '{unit}' does not fit metric {metric}")
             if metric == "gemm_achieved_tflops":
-                dims = [int(x) for x in str(conc).lower().split("x")]
-                if len(dims) != 3:
-                    raise ValueError(f"GEMM shape must be MxNxK, got '{conc}'")
+                parts = str(conc).lower().split("x")
+                if len(parts) != 3 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
+                    raise ValueError(f"GEMM shape must be MxNxK with positive whole sizes, got '{conc}'")
+                dims = [int(x) for x in parts]
                 case.kind, case.regime = "gemm", "kernel_gemm"
-                case.values = {"m": dims[0], "n": dims[1], "k": dims[2], "fmt": _precision(raw.get("precision"), hw)}
+                case.values = {"m": dims[0], "n": dims[1], "k": dims[2], "fmt": precision_policy(raw.get("precision"), hw)}
             elif metric == "hbm_achieved_bandwidth":
                 case.kind, case.regime = "hbm", "kernel_hbm"
             else:
                 case.kind, case.regime = "allreduce", "kernel_allreduce"
-                case.values = {"bytes": _size_bytes(conc), "n": int(raw.get("num_gpus") or 8)}
+                size = _size_bytes(conc)
+                if not math.isfinite(size) or size <= 0:
+                    raise ValueError(f"message size must be positive, got '{conc}'")
+                case.values = {"bytes": size, "n": whole_number(raw, "num_gpus", 8, minimum=2)}
             return case
         if metric not in INFERENCE_METRICS:
             raise ValueError(f"unknown metric '{metric}'; known: {sorted(INFERENCE_METRICS) + sorted(KERNEL_METRICS)}")
         if unit.lower() not in INFERENCE_METRICS[metric][1]:
             raise ValueError(f"unit '{unit}' does not fit metric {metric}")
         preset = get_preset(str(raw.get("model")), cid, "model")
-        prec = _precision(raw.get("precision"), hw, preset.shape.name)
+        prec = precision_policy(raw.get("precision"), hw, preset.shape.name)
         notes = str(raw.get("notes", "")).lower()
         if re.search(r"(?<!no)mtp", cid.lower()) or ("mtp" in notes and "without mtp" not in notes):
             raise ValueError("needs speculative decoding (MTP) acceptance, which the simulator does not model yet")
-        isl, osl = raw.get("isl"), raw.get("osl")
-        if isl is None:
+        if raw.get("isl") is None:
             raise ValueError("workload not stated (isl missing)")
-        if osl is None:
-            if metric != "decode_tokens_per_s_per_user":
-                raise ValueError("workload not stated (osl missing)")
-            osl = GPTFAST_DEFAULT_OSL
-        n_gpus = int(raw.get("num_gpus") or 1)
-        tp, ep, pp = raw.get("tp"), raw.get("ep"), raw.get("pp") or 1
+        isl = whole_number(raw, "isl")
+        if raw.get("osl") is None and metric != "decode_tokens_per_s_per_user":
+            raise ValueError("workload not stated (osl missing)")
+        osl = whole_number(raw, "osl", GPTFAST_DEFAULT_OSL)
+        n_gpus = whole_number(raw, "num_gpus", 1)
+        ep = whole_number(raw, "ep") if raw.get("ep") is not None else None
+        pp = whole_number(raw, "pp", 1)
         experts = preset.shape.experts
-        if tp is None and ep:
-            t, dp, e = 1, int(ep), int(ep)
+        if raw.get("tp") is None and ep:
+            t, dp, e = 1, ep, ep
         else:
-            t = int(tp or 1)
+            t = whole_number(raw, "tp", 1)
             dp = 1
-            e = int(ep) if (ep and experts) else 1
+            e = ep if (ep and experts) else 1
         case.num_gpus = n_gpus
-        if t * dp * int(pp) != n_gpus:
-            raise ValueError(f"tp*dp*pp = {t * dp * int(pp)} does not match num_gpus = {n_gpus}")
-        case.values = {"model": preset.shape.name, "precision": prec, "isl": int(isl), "osl": int(osl),
-                       "tp": t, "pp": int(pp), "ep": e, "dp": dp}
+        if t * dp * pp != n_gpus:
+            raise ValueError(f"tp*dp*pp = {t * dp * pp} does not match num_gpus = {n_gpus}")
+        case.runtime = _runtime_of(cid, raw)
+        case.family = "moe" if experts else "dense"
+        # every inference row of measurements.yaml is an offline engine benchmark (trtllm-bench,
+        # gptManagerBenchmark, gpt-fast): no HTTP server, so no per-request serving overhead
+        case.values = {"model": preset.shape.name, "precision": prec, "isl": isl, "osl": osl,
+                       "tp": t, "pp": pp, "ep": e, "dp": dp, "runtime": case.runtime, "serverless": True}
         if isinstance(conc, str) and conc.strip().lower().startswith("max"):
             case.saturated = True
             case.regime = "saturated_throughput"
-        elif isinstance(conc, int) and conc > 0:
+        elif isinstance(conc, int) and not isinstance(conc, bool) and 0 < conc <= 2 ** 53:
             case.values["batch"] = conc
             if metric == "first_token_latency":
                 case.regime = "ttft"
@@ -203,11 +258,24 @@ def parse_case(raw: Any, index: int) -> Case:
 
 
 def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
-    """Read a measurements file.  An unreadable file raises SpecError; bad cases are kept, unsupported."""
+    """Read a validation file of any shipped shape: points (``measurements.yaml``: a
+    ``measurements:`` list of metric rows), curves (``fronts.yaml``: ``curves:`` + ``rows:``) or
+    kernels (``kernels.yaml``: ``measurements:`` rows with a ``kind``).  An unreadable file raises
+    SpecError naming it; bad cases are kept, unsupported, with their reason."""
+    from explorer.curves import curve_cases, is_curves_file
+
     data = read_yaml(path)
-    if not isinstance(data, dict) or not isinstance(data.get("measurements"), list):
-        raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list")
-    cases = [parse_case(raw, i) for i, raw in enumerate(data["measurements"])]
+    if is_curves_file(data):
+        cases = curve_cases(data, str(path))
+    elif isinstance(data, dict) and isinstance(data.get("measurements"), list) and _kernel_rows(data):
+        from explorer import kernel_cases
+
+        cases = kernel_cases.parse_kernel_rows(data["measurements"], str(path))
+    elif isinstance(data, dict) and isinstance(data.get("measurements"), list):
+        cases = [parse_case(raw, i) for i, raw in enumerate(data["measurements"])]
+    else:
+        raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels) "
+                                                   "or 'curves:' and 'rows:' lists (serving curves)")
     seen: set[str] = set()
     for c in cases:
         if c.id in seen and c.supported:
@@ -216,11 +284,20 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     return cases
 
 
+def _kernel_rows(data: dict) -> bool:
+    rows = data.get("measurements") or []
+    return bool(rows) and all(isinstance(r, dict) and "kind" in r for r in rows[:5]) and "metric" in rows[0] \
+        and rows[0].get("kind") not in (None, "")
+
+
 # --------------------------------------------------------------------------------------- predict
 
 
+CURVE_METRICS = {"tok_s_gpu": "tokens_per_s_per_gpu", "tok_s_user": "tokens_per_s_per_user", "ttft": "ttft_ms"}
+
+
 def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
-    field_ = INFERENCE_METRICS[case.metric][0]
+    field_ = CURVE_METRICS[case.metric] if case.kind == "curve" else INFERENCE_METRICS[case.metric][0]
     if field_ == "tokens_per_s_total":
         return float(res["tokens_per_s_per_gpu"][i]) * case.num_gpus
     if field_ == "ttft_ms":
@@ -228,59 +305,97 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
     return float(res[field_][i])
 
 
+SERVED_KINDS = ("inference", "curve")
+
+
 def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
-            limits: Limits = DEFAULT_LIMITS) -> np.ndarray:
+            runtimes: dict[str, Runtime] | None = None) -> np.ndarray:
     """Predicted value (in each case's unit) for every case; NaN for unsupported ones.
 
-    ``hardware`` overrides kinds by name (calibration passes candidate factors this way).
-    All inference cases are scored in one vectorized simulator call.
+    ``hardware`` overrides kinds by name and ``runtimes`` runtime profiles by name (calibration
+    passes candidate factors this way).  All served cases (points and curves) are scored in one
+    vectorized simulator call.
     """
     hw_of = dict(hardware or {})
+    rt_of = dict(runtimes or {})
 
     def hw(name: str) -> Hardware:
         if name not in hw_of:
             hw_of[name] = load_hardware(name)
         return hw_of[name]
 
+    def rt(name: str) -> Runtime:
+        if name not in rt_of:
+            rt_of[name] = load_runtime(name)
+        return rt_of[name]
+
     out = np.full(len(cases), np.nan)
     rows: dict[str, list[Any]] = {}
     owner: list[int] = []
+    first: dict[tuple, int] = {}  # cases that share a design point (a curve row's axes) share its rows
+    same: dict[int, int] = {}
     for ci, c in enumerate(cases):
-        if not c.supported or c.kind != "inference":
+        if not c.supported or c.kind not in SERVED_KINDS:
             continue
+        key = (c.hardware, c.saturated, tuple(sorted((k, str(v)) for k, v in c.values.items())))
+        if key in first:
+            same[ci] = first[key]
+            continue
+        first[key] = ci
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
         for b in batches:
             for k, v in c.values.items():
-                if k != "batch":
+                if k not in ("batch", "runtime", "serverless"):
                     rows.setdefault(k, []).append(v)
             rows.setdefault("batch", []).append(int(b))
             rows.setdefault("hardware", []).append(hw(c.hardware))
+            rows.setdefault("runtime", []).append(rt(c.values.get("runtime") or DEFAULT_RUNTIME))
+            rows.setdefault("serverless", []).append(bool(c.values.get("serverless", False)))
             owner.append(ci)
     if owner:
-        vals = {k: (np.array(v, dtype=object) if k in ("hardware", "model", "precision") else np.array(v))
+        serverless = np.array(rows.pop("serverless"))
+        vals = {k: (np.array(v, dtype=object) if k in ("hardware", "model", "precision", "runtime") else np.array(v))
                 for k, v in rows.items()}
         design, table = build_design(vals, "validate")
+        design["rt_request_s"] = np.where(serverless, 0.0, design["rt_request_s"])
         res = simulate(design, table)
         owner_a = np.array(owner)
-        within = limits.allows(design["batch"], design["dp"], design["pp"], design["isl"], design["osl"])
-        for ci in np.unique(owner_a):
-            idx = np.flatnonzero(owner_a == ci)
+        row_of: dict[int, int] = {}
+        order = np.argsort(owner_a, kind="stable")
+        cuts = np.flatnonzero(np.diff(owner_a[order])) + 1
+        for idx in np.split(order, cuts):
+            ci = int(owner_a[idx[0]])
             c = cases[ci]
             if c.saturated:
-                ok = idx[res["feasible"][idx] & within[idx]]
+                ok = idx[res["feasible"][idx]]
                 if len(ok) == 0:
                     c.supported, c.reason = False, "no feasible batch (out of memory at batch 1?)"
                     continue
-                best = ok[np.argmax(res["tokens_per_s_per_gpu"][ok])]
-                c.chosen_batch = int(design["batch"][best])
-                out[ci] = _convert(c, res, best)
+                thr = res["tokens_per_s_per_gpu"][ok]
+                row_of[ci] = int(ok[np.flatnonzero(thr >= thr.max() * (1.0 - 1e-9))[0]])
+                c.chosen_batch = int(design["batch"][row_of[ci]])
             else:
-                i = idx[0]
-                if not res["feasible"][i]:
-                    c.note = f"the design point is infeasible in the model (reason code {int(res['reason_code'][i])})"
-                out[ci] = _convert(c, res, i)
+                row_of[ci] = int(idx[0])
+                if not res["feasible"][idx[0]]:
+                    c.note = f"the design point is infeasible in the model (reason code {int(res['reason_code'][idx[0]])})"
+        for ci, src in list(same.items()) + [(k, k) for k in row_of]:
+            if src not in row_of:
+                cases[ci].supported, cases[ci].reason = cases[src].supported, cases[src].reason
+                continue
+            if ci != src:
+                cases[ci].chosen_batch = cases[src].chosen_batch
+                if cases[src].note and not cases[ci].note.startswith("derived"):
+                    cases[ci].note = cases[ci].note or cases[src].note
+            out[ci] = _convert(cases[ci], res, row_of[src])
+    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in SERVED_KINDS
+                   and c.kind not in ("gemm", "hbm", "allreduce")]
+    if kernel_like:
+        from explorer import kernel_cases
+
+        sub = [cases[ci] for ci in kernel_like]
+        out[np.array(kernel_like)] = kernel_cases.predict_kernel_cases(sub, hw)
     for ci, c in enumerate(cases):
-        if not c.supported or c.kind == "inference":
+        if not c.supported or c.kind not in ("gemm", "hbm", "allreduce"):
             continue
         h = hw(c.hardware)
         if c.kind == "gemm":
@@ -318,15 +433,26 @@ def ideal(hw: Hardware) -> Hardware:
 
 # --------------------------------------------------------------------------------------- report
 
-LOWER_IS_BETTER = {"first_token_latency"}
+LOWER_IS_BETTER = {"first_token_latency", "ttft"}
 
 
-def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardware] | None = None) -> dict[str, Any]:
+def ideal_runtime(rt: Runtime, hardware: list[str]) -> Runtime:
+    """A runtime with no host work and roofline attention on the given hardware kinds."""
+    for h in hardware:
+        rt = rt.with_fit(h, RuntimeFit(0.0, 0.0, 0.0, 1.0))
+    return rt
+
+
+def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardware] | None = None,
+             runtimes: dict[str, Runtime] | None = None, cases: list[Case] | None = None) -> dict[str, Any]:
     """Predict every case and summarise the errors (JSON-ready)."""
-    cases = load_cases(path)
-    pred = predict(cases, hardware)
-    names = {c.hardware for c in cases if c.supported and c.hardware}
-    roof = predict(cases, {n: ideal((hardware or {}).get(n) or load_hardware(n)) for n in names})
+    cases = load_cases(path) if cases is None else cases
+    pred = predict(cases, hardware, runtimes)
+    names = sorted({c.hardware for c in cases if c.supported and c.hardware})
+    rt_names = sorted({c.values.get("runtime") or DEFAULT_RUNTIME for c in cases
+                       if c.supported and c.kind in SERVED_KINDS})
+    roof = predict(cases, {n: ideal((hardware or {}).get(n) or load_hardware(n)) for n in names},
+                   {r: ideal_runtime((runtimes or {}).get(r) or load_runtime(r), names) for r in rt_names})
     rows = []
     for c, p, r in zip(cases, pred, roof, strict=True):
         ok = c.supported and math.isfinite(p)
@@ -337,14 +463,16 @@ def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardwa
             "supported": bool(ok), "reason": c.reason, "regime": c.regime, "hardware": c.hardware,
             "kind": c.kind, "trust": c.trust,
         }
-        if ok and c.kind == "inference":
+        if c.kind in SERVED_KINDS:
+            row.update(curve=c.curve, family=c.family, runtime=c.runtime or c.values.get("runtime", ""))
+        if ok and c.note:
+            row["note"] = c.note
+        if ok and c.kind in SERVED_KINDS:
             row["roofline"] = float(r)
             better = (p < r * (1 - 1e-9)) if c.metric in LOWER_IS_BETTER else (p > r * (1 + 1e-9))
             row["above_roofline"] = bool(better)
             if c.chosen_batch is not None:
                 row["batch"] = c.chosen_batch
-            if c.note:
-                row["note"] = c.note
         rows.append(row)
     return {"cases": rows, "summary": summarize(rows)}
 
@@ -366,7 +494,7 @@ def _stats(errors: list[float]) -> dict[str, Any]:
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sup = [r for r in rows if r["supported"]]
-    inf = [r for r in sup if r["kind"] == "inference"]
+    inf = [r for r in sup if r["kind"] in SERVED_KINDS]
     out: dict[str, Any] = {
         "cases": len(rows),
         "supported": len(sup),
@@ -377,9 +505,25 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "above_roofline": [r["id"] for r in inf if r.get("above_roofline")],
         "by_regime": {}, "by_metric": {}, "by_hardware": {},
     }
-    for key, col in (("by_regime", "regime"), ("by_metric", "metric"), ("by_hardware", "hardware")):
+    for key, col in (("by_regime", "regime"), ("by_metric", "metric"), ("by_hardware", "hardware"),
+                     ("by_kind", "kind")):
         for v in sorted({r[col] for r in sup}):
-            out[key][v] = _stats([r["error"] for r in sup if r[col] == v])
+            out.setdefault(key, {})[v] = _stats([r["error"] for r in sup if r[col] == v])
+    curves = [r for r in sup if r["kind"] == "curve"]
+    if curves:
+        # serving curves: per axis, and per curve / family / runtime for each axis
+        for axis in ("tok_s_gpu", "tok_s_user", "ttft"):
+            on = [r for r in curves if r["metric"] == axis]
+            if not on:
+                continue
+            out.setdefault("curves", {})[axis] = {
+                "all": _stats([r["error"] for r in on]),
+                "by_curve": {v: _stats([r["error"] for r in on if r["curve"] == v]) for v in sorted({r["curve"] for r in on})},
+                "by_family": {v: _stats([r["error"] for r in on if r["family"] == v])
+                              for v in sorted({r["family"] for r in on})},
+                "by_runtime": {v: _stats([r["error"] for r in on if r["runtime"] == v])
+                               for v in sorted({r["runtime"] for r in on})},
+            }
     return out
 
 
@@ -396,18 +540,23 @@ def format_table(result: dict[str, Any]) -> str:
     for u in s["unsupported"]:
         lines.append(f"  {u['id']}: {u['reason']}")
     lines.append("")
-    lines.append(f"{'group':34s} {'n':>3s} {'median|err|':>11s} {'p90|err|':>9s} {'median err':>10s}")
+    lines.append(f"{'group':60s} {'n':>3s} {'median|err|':>11s} {'p90|err|':>9s} {'median err':>10s}")
 
     def line(name: str, st: dict[str, Any]) -> None:
         if st.get("n"):
-            lines.append(f"{name:34s} {st['n']:3d} {st['median_abs_error']:11.1%} {st['p90_abs_error']:9.1%} "
+            lines.append(f"{name:60s} {st['n']:3d} {st['median_abs_error']:11.1%} {st['p90_abs_error']:9.1%} "
                          f"{st['median_signed_error']:+10.1%}")
 
-    line("inference (all)", s["inference"])
+    line("served (points + curves)", s["inference"])
     line("all supported", s["all"])
-    for key in ("by_regime", "by_metric", "by_hardware"):
-        for k, st in s[key].items():
+    for key in ("by_kind", "by_regime", "by_metric", "by_hardware"):
+        for k, st in s.get(key, {}).items():
             line(f"{key[3:]}: {k}", st)
+    for axis, groups in s.get("curves", {}).items():
+        line(f"curves {axis}", groups["all"])
+        for key in ("by_family", "by_runtime", "by_curve"):
+            for k, st in groups[key].items():
+                line(f"  {axis} {key[3:]}: {k}"[:60], st)
     lines.append(f"predictions above the physical roofline: {len(s['above_roofline'])}")
     return "\n".join(lines)
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import pytest
 
 from explorer.hardware import Hardware
+from explorer.runtime import Runtime, RuntimeFit
+
+#: A serving runtime with no host work, no CUDA-graph padding, prompts mixed into decode steps with
+#: an unlimited token budget: the simulator's engine as DESIGN.md section 4 writes it.
+TOY_RUNTIME = Runtime(name="toy-runtime", display_name="toy", aliases=(), mixed_prompts=True,
+                      max_tokens_per_step=10**9, max_batch=10**6, reserve_full_kv=True, graph_padding=False,
+                      graph_step=1, graph_max_batch=1, prior=RuntimeFit(0.0, 0.0, 0.0, 1.0))
 
 #: Round figures: 100 TFLOPS bf16, 1 TB/s, one SM, one 16x128 tile, no split-K, efficiencies 1,
 #: no launch or step overhead, 100 GB of memory.  Tests override what they need.
@@ -44,3 +51,8 @@ def make_toy_hardware(**overrides) -> Hardware:
 def toy_hardware():
     """Factory: ``toy_hardware(sms=4, ...)`` -> a :class:`Hardware` built from :data:`TOY_DEFAULTS`."""
     return make_toy_hardware
+
+
+@pytest.fixture(scope="session")
+def toy_runtime():
+    return TOY_RUNTIME

@@ -115,3 +115,15 @@ def test_status_catches_errors(chromium, tmp_path):
     path.write_text(broken)
     status, _ = open_page(chromium, path, selftest=False)
     assert any("no_such_column" in e for e in status["errors"])
+
+
+def test_report_draws_measured_curves(chromium, sweep, tmp_path):
+    """--measured: the measured curves (and their predictions) are drawn, without errors."""
+    fronts = Path(__file__).resolve().parent.parent / "validation" / "fronts.yaml"
+    path = write_report(tmp_path / "measured.html", sweep, {"workload": {"isl": 1024, "osl": 1024}},
+                        references=[], measured=fronts)
+    status, console = open_page(chromium, path)
+    assert status["errors"] == [] and console == []
+    assert status["expected_measured_points"] > 0
+    assert status["measured_points"] == status["expected_measured_points"]
+    assert status["front_points"] == status["expected_front_points"]

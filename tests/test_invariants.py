@@ -134,13 +134,19 @@ def _g(c, k):
     return np.asarray(c[k], dtype=np.float64)
 
 
-def per_gpu_lower_bounds(c) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, FLOPs) that one GPU must at least move / do per output token (all p micro-batches)."""
+def per_gpu_lower_bounds(c, decode_batch=None) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, FLOPs) that one GPU must at least move / do per output token (all p micro-batches).
+
+    ``decode_batch`` is the replica's steady-state decode batch (closed loop: at most ``batch``,
+    the clients; the simulator reports it); the bounds hold at it because a decoding request's steps
+    run at least that many sequences and carry at least its prompts' share."""
     H, F, L = _g(c, "hidden"), _g(c, "ffn"), _g(c, "layers")
     nq, nkv, d, V = _g(c, "heads"), _g(c, "kv_heads"), _g(c, "head_dim"), _g(c, "vocab")
     mats = np.where(_g(c, "gated") > 0, 3.0, 2.0)
     t, p, dp = _g(c, "tp"), _g(c, "pp"), _g(c, "dp")
     B, isl, osl = _g(c, "batch"), _g(c, "isl"), _g(c, "osl")
+    if decode_batch is not None:
+        B = np.asarray(decode_batch, dtype=np.float64)
     E, k, Fe = _g(c, "experts"), _g(c, "experts_per_token"), _g(c, "expert_ffn")
     Es, Fs = _g(c, "shared_experts"), _g(c, "shared_expert_ffn")
     kr, r, qr = _g(c, "kv_lora_rank"), _g(c, "rope_head_dim"), _g(c, "q_lora_rank")
@@ -179,7 +185,7 @@ def check_roofline(c, table: HardwareTable, res) -> None:
     hw_i = np.asarray(c["hw_idx"], dtype=int)
     bw = table.column("hbm_bw")[hw_i]
     peak_max = np.nanmax(table.peak_matrix(), axis=1)[hw_i]
-    nbytes, flops = per_gpu_lower_bounds(c)
+    nbytes, flops = per_gpu_lower_bounds(c, res["decode_batch"])
     ok = _g(c, "batch") >= _g(c, "pp") * _g(c, "dp")  # else the micro-batches are fractional (reason 7)
     user = res["tokens_per_s_per_user"]
     bad_b = ok & (user > bw / nbytes * (1 + REL))
@@ -203,6 +209,8 @@ def check_sane(c, table: HardwareTable, res) -> None:
     assert np.all(res["memory_bytes_per_gpu"][feasible] <= res["memory_capacity_bytes"][feasible])
     assert np.all(res["tpot_s"] > 0) and np.all(res["ttft_s"] > 0)
     assert np.all(res["tokens_per_s_per_user"] > 0) and np.all(res["tokens_per_s_per_gpu"] > 0)
+    # the closed loop never decodes more requests than there are clients
+    assert np.all(res["decode_batch"] <= _g(c, "batch") * (1 + REL))
     # a replica holds every weight at least once: worst-stage weights x GPUs >= all weights
     counts = param_counts(c)
     b_min = np.minimum(_g(c, "b_w"), 2.0)
@@ -249,9 +257,33 @@ def test_more_bandwidth_or_flops_never_slower(v, what, f):
     c, table, res = run(v)
     faster = HardwareTable((_scaled(table.kinds[0], what, f),))
     res2 = simulate(c, faster)
-    for key in ("tokens_per_s_per_user", "tokens_per_s_per_gpu"):
-        assert res2[key][0] >= res[key][0] * (1 - REL), (key, what, f, res[key][0], res2[key][0])
-    assert res2["ttft_s"][0] <= res["ttft_s"][0] * (1 + REL)
+    check_faster(res, res2, (what, f), c["osl"])
+
+
+#: Largest throughput drop allowed when faster hardware grows the decode batch: in prefill-bound
+#: rows (OSL ~ 10, ISL ~ 5k) a larger decode batch shrinks the mixed steps' prompt budget and adds
+#: decode attention to every prompt chunk, so the prompt rate falls slightly (measured: <= 0.8 % on
+#: the 20,000-design sweep at 1.5x HBM bandwidth).
+GROWN_BATCH_SLACK = 0.02
+
+
+def check_faster(res, res2, what, osl=None) -> None:
+    """Faster hardware never lowers throughput at an equal or smaller decode batch (and by at most
+    GROWN_BATCH_SLACK where the batch grew).  Under a closed loop it may lower tokens/s/user:
+    requests wait less for their first token, so more of the same clients decode at once (a real
+    effect); at an equal or smaller decode batch, interactivity never drops."""
+    same_batch = res2["decode_batch"] <= res["decode_batch"] * (1 + REL)
+    # prefill-only rows (OSL = 1, no decode batch) batch more prompts per chunk when faster, which
+    # moves discrete chunk counts: same slack
+    # (and rows of OSL <= 2, almost prefill-only, where the same happens through the decode batch)
+    grown = ~same_batch | (res["decode_batch"] <= 2.0)
+    if osl is not None:
+        grown = grown | (np.asarray(osl) <= 2)
+    slack = np.where(grown, GROWN_BATCH_SLACK, REL)
+    worse = res2["tokens_per_s_per_gpu"] < res["tokens_per_s_per_gpu"] * (1 - slack)
+    assert not worse.any(), ("tokens_per_s_per_gpu", what, int(worse.sum()))
+    worse_u = same_batch & (res2["tokens_per_s_per_user"] < res["tokens_per_s_per_user"] * (1 - REL))
+    assert not worse_u.any(), ("tokens_per_s_per_user", what, int(worse_u.sum()))
 
 
 @PROP
@@ -262,8 +294,7 @@ def test_fewer_weight_bytes_never_slow_a_batch1_decode(v, b_w):
         b_w = c["b_w"][0] / 2
     c2 = dict(c, b_w=np.full_like(c["b_w"], b_w))
     res2 = simulate(c2, table)
-    assert res2["tpot_s"][0] <= res["tpot_s"][0] * (1 + REL)
-    assert res2["tokens_per_s_per_user"][0] >= res["tokens_per_s_per_user"][0] * (1 - REL)
+    check_faster(res, res2, ("b_w", b_w), c["osl"])
 
 
 @st.composite
@@ -335,16 +366,14 @@ def test_sweep_more_hbm_bandwidth_and_flops_never_slower(sweep):
     for what in ("hbm_bw", "flops", "network"):
         faster = HardwareTable(tuple(_scaled(h, what, 1.5) for h in table.kinds))
         res2 = simulate(c, faster)
-        for key in ("tokens_per_s_per_user", "tokens_per_s_per_gpu"):
-            worse = res2[key] < res[key] * (1 - REL)
-            assert not worse.any(), (what, key, int(worse.sum()))
+        check_faster(res, res2, what, c["osl"])
 
 
 def test_sweep_fewer_weight_bytes_never_slow_batch1():
     c, table, res = run(random_designs(np.random.default_rng(7), 5000, batch=1))
     c2 = dict(c, b_w=c["b_w"] * 0.5)
     res2 = simulate(c2, table)
-    assert np.all(res2["tpot_s"] <= res["tpot_s"] * (1 + REL))
+    check_faster(res, res2, "b_w/2", c["osl"])
 
 
 def test_sweep_gemm_never_above_peak_or_bandwidth():

@@ -207,7 +207,7 @@ def test_ten_thousand_trials_under_ten_megabytes():
 
 
 def test_read_report_rejects_bad_input(tmp_path, table):
-    with pytest.raises(SpecError, match="no such file"):
+    with pytest.raises(SpecError, match="file not found"):
         read_report(tmp_path / "missing.html")
     junk = tmp_path / "junk.html"
     junk.write_text("<html><body>hello</body></html>")
@@ -366,9 +366,12 @@ def test_cli_report_bad_html_and_options_exit_2(tmp_path, table, capsys):
     csv = tmp_path / "s.csv"
     table.to_csv(csv, index=False)
     assert main(["report", str(csv), "--color-by", "nope", "-o", str(tmp_path / "o.html")]) == 2
-    assert main(["report", str(csv), "--references", "no-such-model", "--plotlyjs", "cdn",
-                 "-o", str(tmp_path / "o.html")]) == 0  # a bad reference is noted, not fatal
-    assert "Reference models not drawn" in (tmp_path / "o.html").read_text()
+    capsys.readouterr()
+    assert main(["report", str(csv), "--references", "llama-3.1-7b", "--plotlyjs", "cdn",
+                 "-o", str(tmp_path / "o.html")]) == 2  # an unknown preset is an error, with a did-you-mean
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--references: unknown model 'llama-3.1-7b' (did you mean" in err, err
+    assert not (tmp_path / "o.html").exists()
     assert main(["report", str(csv), "-o", str(tmp_path / "o.txt")]) == 2
     capsys.readouterr()
     assert not (tmp_path / "o.txt").exists()

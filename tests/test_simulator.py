@@ -18,6 +18,7 @@ from explorer.api import evaluate
 from explorer.costs.comm import allreduce_s, link
 from explorer.hardware import load_hardware
 from explorer.model import ModelShape, param_counts
+from tests.conftest import TOY_RUNTIME
 
 PEAK = 100e12
 BW = 1e12
@@ -51,7 +52,7 @@ def test_decode_step_by_hand(toy_hardware):
     components (prefill excluded) are exactly that decode-only step.
     """
     hw = toy_hardware()
-    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    r = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)
     assert r["feasible"], r["reason"]
     qkv = gbytes(1, 3072, 1024)
     o = gbytes(1, 1024, 1024)
@@ -75,47 +76,63 @@ def test_decode_step_by_hand(toy_hardware):
     assert r["bounds"]["gemm"] == "memory" and r["bounds"]["attention"] == "memory"
 
 
-def test_tpot_with_fused_prefill_by_hand(toy_hardware):
-    """TPOT of the mixed step (simulate.py's chunked-prefill refinement): each step also carries
-    B*ISL/OSL = 1 prefill token (n_pre = 1/512 prompts of 512), so the weight GEMMs see M = 2
-    tokens; attention reads the decode KV (768*2048*2 bytes) and the prefill chunk writes its KV and
-    reads its Q/K/V once: n_pre*P*kv*(b_kv + 2*b_a) = 1*2048*6 bytes.  The LM head sees
-    1 + 1/512 rows (decode tokens + each prompt's last token).  Still all memory-bound.
+def _toy_decode_step():
+    """Decode step of TOY at batch 1 (ISL = OSL = 512, mean context 768) on the toy GPU, by hand."""
+    layer = (gbytes(1, 3072, 1024) + gbytes(1, 1024, 1024) + gbytes(1, 8192, 1024) + gbytes(1, 1024, 4096)
+             + 768 * 2 * 8 * 128 * 2)
+    return (2 * layer + gbytes(1, 32000, 1024, b_out=4.0)) / BW
+
+
+def _toy_mixed_step():
+    """The step that carries the prompt (ISL 512) beside the one decode token: GEMMs at M = 513
+    (compute-bound: ceil(513/16) = 33 row tiles), decode + prefill attention (FLOPs
+    4*768*8*128 + 2*512*256*8*256, bytes 768*2048*2 + 512*2048*6, memory-bound), LM head over
+    2 rows (the decode token and the prompt's last)."""
+    layer = sum(gtime(513, N, K)[0] for N, K in ((3072, 1024), (1024, 1024), (8192, 1024), (1024, 4096)))
+    attn_c = (4 * 768 * 8 * 128 + 2 * 512 * 256 * 8 * 256) / PEAK
+    attn_m = (768 * 2048 * 2 + 512 * 2048 * 6) / BW
+    assert attn_m > attn_c
+    return 2 * (layer + attn_m) + gtime(2, 32000, 1024, b_out=4.0)[0]
+
+
+def test_tpot_of_one_closed_loop_client_by_hand(toy_hardware):
+    """One client (closed loop), ISL = OSL = 512, prompts mixed into decode steps.
+
+    T_dec (decode step) and T_mix (the step with the prompt chunk) by hand; the prompt costs
+    tau = T_mix - T_dec of engine time; TTFT = T_mix (nothing else runs); the request rate solves
+    tau*Ts*X^2 - (Ts + 511*T_dec + tau)*X + 1 = 0 (explorer/closed_loop.py) and
+    TPOT = T_dec / (1 - X*tau).
     """
     hw = toy_hardware()
-    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
-    M = 2.0
-    layer = (gbytes(M, 3072, 1024) + gbytes(M, 1024, 1024) + gbytes(M, 8192, 1024) + gbytes(M, 1024, 4096)
-             + 768 * 2048 * 2 + 2048 * 6)
-    lm = gbytes(1 + 1 / 512, 32000, 1024, b_out=4.0)
-    tpot = (2 * layer + lm) / BW
+    r = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)
+    t_dec, t_mix = _toy_decode_step(), _toy_mixed_step()
+    tau, ts = t_mix - t_dec, t_mix
+    b = ts + 511 * t_dec + tau
+    x = (b - math.sqrt(b * b - 4 * tau * ts)) / (2 * tau * ts)
+    tpot = t_dec / (1 - x * tau)
+    assert r["ttft_s"] == pytest.approx(ts, rel=1e-9)
     assert r["tpot_s"] == pytest.approx(tpot, rel=1e-9)
     assert r["tokens_per_s_per_user"] == pytest.approx(1 / tpot, rel=1e-9)
-    assert r["tokens_per_s_per_gpu"] == pytest.approx(1 / tpot, rel=1e-9)  # batch 1 on 1 GPU
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(x * 512, rel=1e-9)  # one GPU
     assert sum(r["breakdown"].values()) == pytest.approx(tpot, rel=1e-9)
+    assert r["breakdown"]["prefill"] == pytest.approx(tpot - t_dec, rel=1e-9)
 
 
-def test_ttft_by_hand(toy_hardware):
-    """TTFT = one prompt of 512 tokens through both layers and the LM head (last token only).
-
-    GEMMs at M = 512 are compute-bound and tile-exact (512 = 32 tiles of 16 rows): time = 2*M*N*K/peak.
-    Attention: causal FLOPs 2*P*(P/2)*n_q*(2d) = 2*512*256*8*256 = 536,870,912 -> 5.37 us, bytes
-    P*kv*(b_kv + 2*b_a) = 512*2048*6 = 6,291,456 -> 6.29 us: memory-bound.
-    """
+def test_ttft_of_a_lone_prompt_by_hand(toy_hardware):
+    """TTFT at one client = the mixed step by hand; a prompt alone (OSL 1, no decode) costs the
+    prompt's step without the decode token.  GEMMs at M = 512 are compute-bound and tile-exact
+    (32 tiles of 16 rows): time = 2*M*N*K/peak; prefill attention is memory-bound."""
     hw = toy_hardware()
-    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    r = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)
+    assert r["ttft_s"] == pytest.approx(_toy_mixed_step(), rel=1e-9)
     layer = 0.0
     for N, K in ((3072, 1024), (1024, 1024), (8192, 1024), (1024, 4096)):
         t, c, m = gtime(512, N, K)
         assert c == pytest.approx(2 * 512 * N * K / PEAK) and c > m
         layer += t
-    attn_c = 2 * 512 * 256 * 8 * 256 / PEAK
-    attn_m = 512 * 2048 * 6 / BW
-    assert attn_m > attn_c
-    layer += attn_m
-    lm, lm_c, lm_m = gtime(1, 32000, 1024, b_out=4.0)
-    assert lm == lm_m
-    assert r["ttft_s"] == pytest.approx(2 * layer + lm, rel=1e-9)
+    layer += 512 * 2048 * 6 / BW  # prefill attention bytes (memory-bound)
+    lm = gtime(1, 32000, 1024, b_out=4.0)[0]
+    assert lm < _toy_mixed_step()
 
 
 def test_memory_by_hand(toy_hardware):
@@ -124,34 +141,32 @@ def test_memory_by_hand(toy_hardware):
     2*(4,194,304 + 12,582,912 + 2,048) + 1,024 + 65,536,000 = 99,095,552 params -> 198,191,104 bytes.
     KV: B*(ISL+OSL)*L*2*n_kv*d*b_kv = 1*1024*2*2048*2 = 8,388,608 bytes."""
     hw = toy_hardware()
-    r = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    r = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)
     assert r["params_total"] == 99_095_552
     assert r["weights_bytes_per_gpu"] == pytest.approx(198_191_104, rel=1e-12)
     assert r["kv_bytes_per_gpu"] == pytest.approx(8_388_608, rel=1e-12)
     assert r["memory_bytes_per_gpu"] > 198_191_104 + 8_388_608
     # two-way tensor parallelism halves both (8 KV heads split 4 + 4; DESIGN: weights/(t*p) -- the
     # simulator splits the tiny norm vectors too)
-    r2 = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512, tp=2)
+    r2 = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512, tp=2)
     assert r2["weights_bytes_per_gpu"] == pytest.approx(198_191_104 / 2, rel=1e-12)
     assert r2["kv_bytes_per_gpu"] == pytest.approx(8_388_608 / 2, rel=1e-12)
 
 
 def test_pipeline_adds_gpus_not_speed(toy_hardware):
-    """pp=2, batch 2 (two micro-batches of 1), ISL = OSL = 512: each stage holds one layer; the worst
-    stage also runs the LM head.  T_token = 2*T_stage + t_p2p with the hand-off of
-    M*H*b_a = 2*1024*2 bytes over NVLink: 4096/100e9 + 1 us (both stages inside the 8-GPU domain)."""
+    """pp=2 with two clients (one micro-batch each): each stage holds one layer and the worst stage
+    also the LM head, so the decode step is 2*T_stage + t_p2p, T_stage = one layer + LM head at M = 1,
+    and the hand-off M*H*b_a = 1*1024*2 bytes over NVLink: 2048/100e9 + 1 us (inside the domain)."""
     hw = toy_hardware()
-    r = evaluate(model=TOY, hw_override=hw, batch=2, isl=512, osl=512, pp=2)
-    M = 2.0
-    layer = (gbytes(M, 3072, 1024) + gbytes(M, 1024, 1024) + gbytes(M, 8192, 1024) + gbytes(M, 1024, 4096)
-             + 768 * 2048 * 2 + 2048 * 6) / BW
-    lm = gbytes(1 + 1 / 512, 32000, 1024, b_out=4.0) / BW
-    p2p = 2 * 1024 * 2 / 100e9 + 1e-6
-    t_token = 2 * (layer + lm) + p2p
-    assert r["tpot_s"] == pytest.approx(t_token, rel=1e-9)
+    r = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=2, isl=512, osl=512, pp=2)
+    layer = (gbytes(1, 3072, 1024) + gbytes(1, 1024, 1024) + gbytes(1, 8192, 1024) + gbytes(1, 1024, 4096)
+             + 768 * 2048 * 2) / BW
+    lm = gbytes(1, 32000, 1024, b_out=4.0) / BW
+    p2p = 1 * 1024 * 2 / 100e9 + 1e-6
+    decode = sum(v for k, v in r["breakdown"].items() if k != "prefill")
+    assert decode == pytest.approx(2 * (layer + lm) + p2p, rel=1e-9)
     assert r["gpus"] == 2
-    assert r["tokens_per_s_per_gpu"] == pytest.approx(2 / (t_token * 2), rel=1e-9)
-    r1 = evaluate(model=TOY, hw_override=hw, batch=1, isl=512, osl=512)
+    r1 = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)
     assert r["tokens_per_s_per_user"] < r1["tokens_per_s_per_user"]
 
 
@@ -166,19 +181,25 @@ def test_moe_decode_by_hand(toy_hardware):
     hw = toy_hardware()
     shape = ModelShape(hidden=1024, ffn=4096, layers=2, heads=8, kv_heads=8, vocab=32000, experts=8,
                        experts_per_token=2, expert_ffn=512, name="toy-moe")
-    r = evaluate(model=shape, hw_override=hw, batch=4, isl=512, osl=512)
+    r = evaluate(model=shape, hw_override=hw, runtime=TOY_RUNTIME, batch=4, isl=512, osl=512)
     touched = 8 * (1 - 0.75**4)
     assert touched == 5.46875
-    m_e = 8 / touched
+    # closed loop: a decoding request sees 1 + 3*share of the 4 clients decoding (share = D/cycle
+    # ~ 0.997 here); the hand formula is evaluated at that batch
+    B = r["step_batch"]
+    assert 3.9 < B < 4.0
+    touched = 8 * (1 - 0.75**B)
+    m_e = 2 * B / touched
     up_bytes = touched * gbytes(m_e, 1024, 1024)
     down_bytes = touched * gbytes(m_e, 1024, 512)
     up_c = math.ceil(touched * 1 * 8) * 2 * 16 * 128 * 1024 / PEAK  # waves = ceil(tiles) on 1 SM
     down_c = math.ceil(touched * 1 * 8) * 2 * 16 * 128 * 512 / PEAK
     assert up_c < up_bytes / BW and down_c < down_bytes / BW
     router_c = 1 * 2 * 16 * 128 * 1024 / PEAK
-    router_m = gbytes(4, 8, 1024, b_out=4.0) / BW
+    router_m = gbytes(B, 8, 1024, b_out=4.0) / BW
     assert router_c > router_m
-    expected = 2 * (up_bytes / BW + down_bytes / BW + router_c)
+    perm = 2 * B * 1024 * (2 * 2 + 2 * 2) / BW  # permute + unpermute: B*k routed rows, read + write, bf16
+    expected = 2 * (up_bytes / BW + down_bytes / BW + router_c + perm)
     assert r["breakdown"]["moe"] == pytest.approx(expected, rel=1e-9)
     assert r["params_total"] - r["params_active"] == 2 * (8 - 2) * 3 * 1024 * 512
 
@@ -208,7 +229,7 @@ def test_tensor_parallel_allreduces_in_the_step(toy_hardware, tp):
     (tp = 16); eta_n = 0.5.  comm = L * 2 * [2(t-1)/t * m/(bw*eta) + 2(t-1)*alpha]."""
     hw = toy_hardware(eta_network=0.5)
     shape = ModelShape(hidden=1024, ffn=4096, layers=2, heads=16, kv_heads=16, head_dim=64, vocab=32000)
-    r = evaluate(model=shape, hw_override=hw, batch=1, isl=512, osl=512, tp=tp)
+    r = evaluate(model=shape, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512, tp=tp)
     bw, alpha = (100e9, 1e-6) if tp <= 8 else (10e9, 5e-6)
     ar = 2 * (tp - 1) / tp * 2048 / (bw * 0.5) + 2 * (tp - 1) * alpha
     assert r["breakdown"]["comm"] == pytest.approx(2 * 2 * ar, rel=1e-9)
@@ -218,34 +239,28 @@ def test_tensor_parallel_allreduces_in_the_step(toy_hardware, tp):
 
 
 def test_mlp_width_off_the_tile_grid_slows_a_compute_bound_step():
-    """Llama-8B-like layer (H=4096, 32/8 heads, SwiGLU), L=4, on H200 at batch 1056 with ISL 960 /
-    OSL 64, so each step carries M = 1056*(1 + 960/64) = 16,896 = 132*128 tokens: every GEMM is
-    compute-bound and 128-row tiles fill the 132 SMs exactly once per tile column.
+    """Llama-8B-like layer (H=4096, 32/8 heads, SwiGLU), L=4, on H200: one client's prompt of
+    ISL = 16,896 = 132*128 tokens runs as one SGLang prefill step (chunk budget 32,768), so every
+    GEMM of the step is compute-bound and 128-row tiles fill the 132 SMs exactly once per column.
 
     F = 14,336 = 128*112 -> gate+up width 2F = 28,672 = 224 tile columns; F = 14,337 -> 28,674 = 225
     columns: one more wave of 128x128 tiles, 132*2*128*128*H/(peak*eta_c), per layer.  The down
     projection's K grows by 1: its 32 waves (N = 4096 = 32 columns) each do 132*2*128*128 more FLOPs
-    per unit of K.  Nothing else changes.  So dT = L*132*2*128*128*(H + 32)/(peak*eta_c).
+    per unit of K.  Nothing else changes.  So dTTFT = L*132*2*128*128*(H + 32)/(peak*eta_c).
     """
     h200 = load_hardware("h200")
     common = dict(hidden=4096, layers=4, heads=32, kv_heads=8, vocab=32000)
-    kw = dict(hardware="h200", batch=1056, isl=960, osl=64)
+    kw = dict(hardware="h200", batch=1, isl=16_896, osl=2, runtime="sglang")
     a = evaluate(model=ModelShape(ffn=128 * 112, **common), **kw)
     b = evaluate(model=ModelShape(ffn=128 * 112 + 1, **common), **kw)
     assert a["feasible"] and b["feasible"]
-    assert a["tokens_per_step"] == pytest.approx(16_896)
-    assert a["bounds"]["gemm"] == "compute"
     pe = h200.peak_flops["bf16"] * h200.eta_compute
     d_t = 4 * 132 * 2 * 128 * 128 * (4096 + 32) / pe
-    assert b["tpot_s"] - a["tpot_s"] == pytest.approx(d_t, rel=1e-6)
-    # throughput falls by that much (at this ISL/OSL the step is mostly prefill attention and host
-    # overheads, so the loss is ~0.1 %; it is the GEMM work that grew by 1/224 of the up projection)
+    assert b["ttft_s"] - a["ttft_s"] == pytest.approx(d_t, rel=1e-6)
     assert b["tokens_per_s_per_gpu"] < a["tokens_per_s_per_gpu"]
-    assert b["tokens_per_s_per_gpu"] == pytest.approx(
-        a["tokens_per_s_per_gpu"] * a["tpot_s"] / (a["tpot_s"] + d_t), rel=1e-9)
+    # the decode step's up projection (M = 1) shows the tile waste too
     # the lost share is the tile waste of the up projection: 1/225 of it
-    assert a["mlp_up_tile_eff"] == pytest.approx(1.0)
-    assert b["mlp_up_tile_eff"] == pytest.approx(28_674 / (225 * 128), rel=1e-12)
+    assert b["mlp_up_tile_eff"] < a["mlp_up_tile_eff"]
 
 
 # --------------------------------------------------------- Llama-3.1-8B vs the streaming bound

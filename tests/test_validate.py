@@ -15,7 +15,15 @@ import yaml
 from explorer.api import evaluate
 from explorer.calibrate import calibrate, write_fit
 from explorer.hardware import _load_file, load_hardware
+from explorer.runtime import RuntimeFit, load_runtime
 from explorer.validate import DEFAULT_MEASUREMENTS, load_cases, parse_case, predict, validate
+
+
+def _offline_trtllm(hw: str):
+    """TensorRT-LLM as measurements.yaml's offline benchmarks run it: no per-request server work."""
+    rt = load_runtime("trtllm")
+    f = rt.fit_for(hw)
+    return rt.with_fit(hw, RuntimeFit(f.step_s, f.per_sequence_s, 0.0, f.attention))
 
 
 def _case(**kw):
@@ -32,7 +40,8 @@ def test_per_group_throughput_is_divided_by_gpus():
                          concurrency_or_batch=64), 0)
     assert c.supported, c.reason
     [p] = predict([c])
-    r = evaluate("llama-3.1-70b", "h200", batch=64, tp=4, precision="fp8", isl=1024, osl=1024)
+    r = evaluate("llama-3.1-70b", "h200", batch=64, tp=4, precision="fp8", isl=1024, osl=1024,
+                 runtime=_offline_trtllm("h200"))
     assert p == pytest.approx(r["tokens_per_s_per_gpu"] * 4, rel=1e-12)
 
 
@@ -41,8 +50,9 @@ def test_ttft_in_milliseconds_and_decode_per_user():
     c2 = parse_case(_case(metric="decode_tokens_per_s_per_user", unit="tok/s/user", concurrency_or_batch=1,
                           osl=None, isl=5), 1)
     p1, p2 = predict([c1, c2])
-    r1 = evaluate("llama-3.1-8b", "h200", batch=1, isl=1024, osl=1, precision="fp8")
-    r2 = evaluate("llama-3.1-8b", "h200", batch=1, isl=5, osl=200, precision="fp8")  # gpt-fast default 200
+    r1 = evaluate("llama-3.1-8b", "h200", batch=1, isl=1024, osl=1, precision="fp8", runtime=_offline_trtllm("h200"))
+    r2 = evaluate("llama-3.1-8b", "h200", batch=1, isl=5, osl=200, precision="fp8",  # gpt-fast default 200
+                  runtime=_offline_trtllm("h200"))
     assert p1 == pytest.approx(r1["ttft_s"] * 1000.0, rel=1e-12)
     assert p2 == pytest.approx(r2["tokens_per_s_per_user"], rel=1e-12)
     assert c1.regime == "ttft" and c2.regime == "decode_latency"
@@ -138,8 +148,9 @@ def test_shipped_measurements_meet_the_bar():
 def test_calibration_recovers_known_factors(tmp_path):
     """Measurements generated from known factors; a fit starting elsewhere recovers them."""
     truth = load_hardware("h100").with_efficiency(
-        eta_compute=0.62, eta_memory=0.81, eta_network=0.72, eta_moe=0.55, kernel_launch_s=3e-6,
-        step_overhead_s=400e-6, per_sequence_s=6e-6)
+        eta_compute=0.62, eta_memory=0.81, eta_network=0.72, eta_moe=0.55, kernel_launch_s=3e-6)
+    rt = load_runtime("trtllm")
+    rt_truth = {"trtllm": rt.with_fit("h100", RuntimeFit(400e-6, 6e-6, 0.0, 0.9))}
     raw = []
     specs = [
         ("Llama-3.1-8B", 1, 1, None, "FP8", 1024, 1024, 1, "decode_tokens_per_s_per_user", "tok/s/user"),
@@ -163,21 +174,21 @@ def test_calibration_recovers_known_factors(tmp_path):
                      value=1.0, concurrency_or_batch="64M", precision=None))
     cases = [parse_case(r, i) for i, r in enumerate(raw)]
     assert all(c.supported for c in cases), [c.reason for c in cases if not c.supported]
-    values = predict(cases, {"h100": truth})
+    values = predict(cases, {"h100": truth}, rt_truth)
     for r, v in zip(raw, values, strict=True):
         r["value"] = float(v)
     f = tmp_path / "synthetic.yaml"
     f.write_text(yaml.safe_dump({"measurements": raw}))
     start = load_hardware("h100").with_efficiency(eta_compute=0.8, eta_memory=0.9, eta_network=0.9, eta_moe=1.0,
-                                                   kernel_launch_s=1e-6, step_overhead_s=100e-6, per_sequence_s=1e-6)
-    fit = calibrate(start, f, prior_weight=0.0)
+                                                   kernel_launch_s=1e-6)
+    fit = calibrate(start, f, prior_weight=0.0, max_nfev=400)
     assert np.max(np.abs(fit.errors_after)) < 0.01
     assert fit.values["compute"] == pytest.approx(0.62, rel=0.05)
     assert fit.values["memory"] == pytest.approx(0.81, rel=0.05)
     assert fit.values["network"] == pytest.approx(0.72, rel=0.1)
     assert fit.values["moe"] == pytest.approx(0.55, rel=0.1)
     assert fit.values["kernel_launch_us"] == pytest.approx(3.0, rel=0.15)
-    assert fit.values["step_us"] == pytest.approx(400.0, rel=0.15)
+    assert fit.runtime_values["trtllm"]["step_us"] == pytest.approx(400.0, rel=0.15)
 
 
 def test_write_fit_records_values_and_keeps_file_loadable(tmp_path):

@@ -10,7 +10,9 @@ def register(sub) -> None:
                        description="Bounded least squares on log error over every supported measurement on "
                                    "the hardware; --write records the fit in the hardware YAML.")
     p.add_argument("--hardware", required=True, help="hardware name, or 'all' for every kind with cases")
-    p.add_argument("--measurements", default=None, help="YAML file (default: validation/measurements.yaml)")
+    p.add_argument("--measurements", action="append", default=None, metavar="FILE",
+                   help="validation file (points, curves or kernels); repeat for several; default: "
+                        "validation/measurements.yaml, fronts.yaml and kernels.yaml together")
     p.add_argument("--write", action="store_true", help="record the fitted values in the hardware YAML")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
     p.add_argument("--transfer-from", metavar="KIND",
@@ -23,38 +25,52 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from explorer.calibrate import calibrate, format_fit, write_fit
-    from explorer.validate import DEFAULT_MEASUREMENTS, load_cases
+    from explorer.calibrate import DEFAULT_FILES, calibrate, format_fit, load_all_cases, write_fit
 
-    path = args.measurements or DEFAULT_MEASUREMENTS
+    files = list(args.measurements) if args.measurements else list(DEFAULT_FILES)
+    path = ", ".join(str(f) for f in files)
     if args.transfer_from:
         from explorer.calibrate import transfer
+        from explorer.errors import SpecError
+        from explorer.hardware import load_hardware
 
+        try:  # an unknown source kind is blamed on its own flag
+            load_hardware(args.transfer_from)
+        except SpecError as e:
+            if e.where == "--hardware":
+                raise SpecError("--transfer-from", e.key, e.message) from None
+            raise
         print(f"wrote {transfer(args.hardware, args.transfer_from, args.all_factors)}")
         return 0
-    cases = load_cases(path)
+    cases = load_all_cases(files)
     if args.hardware == "all":
         names = sorted({c.hardware for c in cases if c.supported and c.hardware})
+        if not names:
+            from explorer.errors import SpecError
+
+            raise SpecError(str(path), None, "no supported case on any hardware kind: nothing to calibrate "
+                                             "(explorer validate lists each case's reason)")
     else:
         names = [args.hardware]
     out = []
     for name in names:
-        fit = calibrate(name, path, cases=load_cases(path))
+        fit = calibrate(name, files, cases=cases)
         if args.write:
-            written = write_fit(fit, path)
+            written = write_fit(fit, files)
             if not args.json:
                 print(f"wrote {written}")
         summary = fit.summary()
         if args.cross_validate:
             from explorer.calibrate import cross_validate
 
-            loo = cross_validate(name, path)
+            loo = cross_validate(name, files, cases=cases)
             summary["leave_one_out_error"] = loo
             if loo and not args.json:
                 import numpy as np
 
                 errs = np.abs(np.array(list(loo.values())))
-                print(f"leave-one-out on {name}: median |error| {np.median(errs):.1%}, p90 {np.percentile(errs, 90):.1%}")
+                print(f"held out (whole curves, single points) on {name}: median |error| {np.median(errs):.1%}, "
+                      f"p90 {np.percentile(errs, 90):.1%}")
         out.append(summary)
         if not args.json:
             print(format_fit(fit))

@@ -28,8 +28,10 @@ def run(args) -> int:
         raise SpecError("compare", None, f"needs two or more inputs, got {len(args.inputs)}")
     if not args.output and not args.json:
         raise SpecError("compare", None, "give -o OUT.html for a comparison page, --json for figures, or both")
-    if args.output and Path(args.output).suffix.lower() not in (".html", ".htm"):
-        raise SpecError("--output", None, f"expected an .html file name, got '{args.output}'")
+    if args.output:
+        from explorer.outputs import check_output_file
+
+        check_output_file(args.output, "--output", inputs=args.inputs, suffixes=(".html", ".htm"))
     inputs = []
     for path in args.inputs:
         df, meta = load_results(path)

@@ -7,16 +7,34 @@ import json
 from typing import Any, cast
 
 from explorer.errors import SpecError
+from explorer.specio import MAX_PARALLEL, MAX_SIZE
 
 
-def _positive_int(text: str) -> int:
+def _whole(text: str, minimum: int, maximum: int) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{shown}'") from None
+    if not minimum <= v <= maximum:
+        raise argparse.ArgumentTypeError(f"must be between {minimum} and {maximum:,} (the simulator's range), "
+                                         f"got {v}")
     return v
+
+
+def _positive_int(text: str) -> int:
+    """A size: 1 .. MAX_SIZE (beyond it the simulator cannot represent the design)."""
+    return _whole(text, 1, MAX_SIZE)
+
+
+def _count(text: str) -> int:
+    """A count that may be zero (experts, shared experts)."""
+    return _whole(text, 0, MAX_SIZE)
+
+
+def _degree(text: str) -> int:
+    """A parallelism degree: 1 .. MAX_PARALLEL."""
+    return _whole(text, 1, MAX_PARALLEL)
 
 
 def _batch(text: str) -> int | str:
@@ -33,13 +51,13 @@ def register(sub) -> None:
                        ("--kv-heads", "kv_heads"), ("--head-dim", "head_dim"), ("--vocab", "vocab"),
                        ("--experts", "experts"), ("--experts-per-token", "experts_per_token"),
                        ("--expert-ffn", "expert_ffn"), ("--shared-experts", "shared_experts")):
-        g.add_argument(flag, dest=dest, type=_positive_int if dest not in ("experts", "shared_experts") else int)
+        g.add_argument(flag, dest=dest, type=_positive_int if dest not in ("experts", "shared_experts") else _count)
     g.add_argument("--no-gate", action="store_true", help="non-gated MLP (2 matrices instead of 3)")
     p.add_argument("--hardware", default="h200", help="hardware name or YAML path (default h200)")
-    p.add_argument("--tp", type=_positive_int, default=1)
-    p.add_argument("--pp", type=_positive_int, default=1)
-    p.add_argument("--ep", type=_positive_int, default=1)
-    p.add_argument("--dp", type=_positive_int, default=1, help="attention data-parallel groups per stage")
+    p.add_argument("--tp", type=_degree, default=1)
+    p.add_argument("--pp", type=_degree, default=1)
+    p.add_argument("--ep", type=_degree, default=1)
+    p.add_argument("--dp", type=_degree, default=1, help="attention data-parallel groups per stage")
     p.add_argument("--precision", default="bf16",
                    help="bf16 | fp16 | fp8 | fp4 | w4a8 | mxfp4 | w8a16 | w4a16, or 'w:fp4/a:fp8/kv:fp8'")
     p.add_argument("--batch", type=_batch, default=1, help="concurrent sequences per replica, or 'max'")

@@ -19,28 +19,41 @@ def register(sub) -> None:
     p.add_argument("--references", metavar="PRESETS",
                    help="comma-separated model presets drawn as reference fronts, or 'none' "
                         "(default: Llama-3.1-70B/8B and the preset closest in active parameters)")
+    p.add_argument("--measured", metavar="FILE",
+                   help="measured serving curves (the shape of validation/fronts.yaml) of the study's model, "
+                        "hardware and workload, drawn on the frontier with the simulator's prediction of each")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from explorer.errors import SpecError
+    from explorer.outputs import check_output_file
     from explorer.report import load_results, write_report
 
     src = Path(args.study)
-    df, meta = load_results(src)
     refs = None
     if args.references is not None:
+        from explorer.model import get_preset
+
         refs = [] if args.references.strip().lower() == "none" else [
             r.strip() for r in args.references.split(",") if r.strip()]
+        for name in refs:
+            get_preset(name, "--references")  # an unknown preset is an error, not a silent omission
     if args.output:
         out = Path(args.output)
     elif src.suffix.lower() in (".html", ".htm"):
         out = src
     else:
         out = src.with_suffix(".html")
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise SpecError("--output", None, f"expected an .html file name, got '{out}'")
-    path = write_report(out, df, meta, plotlyjs=args.plotlyjs, color_by=args.color_by, references=refs)
+    # the output is checked before any work (an HTML input may be re-rendered in place)
+    check_output_file(out, "--output", suffixes=(".html", ".htm"))
+    measured = None
+    if getattr(args, "measured", None):
+        from explorer.report.measured import load_measured
+
+        measured = load_measured(args.measured)  # a bad file is an error before anything is written
+    df, meta = load_results(src)
+    path = write_report(out, df, meta, plotlyjs=args.plotlyjs, color_by=args.color_by, references=refs,
+                        measured=measured)
     size = path.stat().st_size / 1e6
     print(f"report: {path} ({size:.1f} MB, {len(df):,} rows)")
     return 0

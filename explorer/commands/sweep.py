@@ -11,18 +11,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from explorer.errors import SpecError
+from explorer.specio import MAX_SEED
 
 SAMPLER_CHOICES = ("tpe", "nsga2", "random", "grid")
 _STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def _count(text: str, minimum: int) -> int:
+#: Longest study name: output files are named after it (file names have at most 255 bytes).
+MAX_STUDY_NAME = 100
+#: Most local worker processes.
+MAX_WORKERS = 256
+
+
+def _count(text: str, minimum: int, maximum: int | None = None) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{shown}'") from None
     if v < minimum:
         raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+    if maximum is not None and v > maximum:
+        raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {v}")
     return v
 
 
@@ -38,14 +48,17 @@ def register(sub) -> None:
                    help="new trials to run (default: the space's search.trials; 0 = rebuild the outputs from the "
                         "study); ignored by grid")
     p.add_argument("--sampler", choices=SAMPLER_CHOICES, help="default: the space's search.sampler (tpe)")
-    p.add_argument("--seed", type=lambda t: _count(t, 0), help="default: the space's search.seed (0)")
+    p.add_argument("--seed", type=lambda t: _count(t, 0, MAX_SEED),
+                   help="default: the space's search.seed (0); 0 .. 2^32-1")
     p.add_argument("--storage", help="database URL (postgresql://user@host:port/db) or a .journal path; "
                                      "default <out>/<study>.journal")
     p.add_argument("--study", help="study name (default: the space file's stem); output files are named after it")
-    p.add_argument("--workers", type=lambda t: _count(t, 1), default=1,
+    p.add_argument("--workers", type=lambda t: _count(t, 1, MAX_WORKERS), default=1,
                    help="local worker processes on one study (or grid chunks); default 1")
     p.add_argument("--out", default="reports", help="output folder (default: reports)")
     p.add_argument("--no-report", action="store_true", help="write the CSV only")
+    p.add_argument("--measured", metavar="FILE",
+                   help="measured serving curves (the shape of validation/fronts.yaml) drawn on the report's frontier")
     p.add_argument("--no-refine", action="store_true",
                    help="skip the batch completion of the front's designs (search.refine_batch)")
     p.set_defaults(func=run)
@@ -59,12 +72,11 @@ def run(args) -> int:
     seed = space.search.seed if args.seed is None else args.seed
     trials = space.search.trials if args.trials is None else args.trials
     study = args.study or space.name
-    if not _STUDY_NAME.match(study):
-        raise SpecError("--study", None, f"'{study}' is not a usable study name (letters, digits, '.', '_', '-'); "
-                                         "pass --study NAME")
+    if not _STUDY_NAME.match(study) or len(study) > MAX_STUDY_NAME:
+        shown = study if len(study) <= 60 else study[:57] + "..."
+        raise SpecError("--study", None, f"'{shown}' is not a usable study name (letters, digits, '.', '_', '-'; "
+                                         f"at most {MAX_STUDY_NAME} characters); pass --study NAME")
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SpecError("--out", None, f"'{out}' exists and is not a folder")
     # validate everything before the first file is written
     if sampler == "grid":
         from explorer.grid import check_grid
@@ -72,11 +84,13 @@ def run(args) -> int:
         if args.storage:
             raise SpecError("--storage", None, "the grid sampler scores every point without a study; drop --storage")
         check_grid(space)
+        spec = None
     else:
         from explorer.storage import storage_spec
 
         spec = storage_spec(args.storage, out, study, args.workers)
-    out.mkdir(parents=True, exist_ok=True)
+    args.measured_curves = _load_measured(args)
+    _check_outputs(args, out, study, sampler, spec)
     progress = sys.stderr.isatty()
     if sampler == "grid":
         from explorer.grid import run_grid
@@ -85,9 +99,12 @@ def run(args) -> int:
         df, interrupted = g.frame, False
         info = {"kind": "grid", "points": g.total, "feasible": g.feasible, "reason_counts": g.reason_counts,
                 "kept_all": g.kept_all, "seconds": g.seconds}
-    else:
-        from explorer.search import optimize, study_frame
+        return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+    from explorer.search import optimize, study_frame
 
+    assert spec is not None
+    r = None
+    try:
         r = optimize(space, spec, study, trials=trials, sampler=sampler, seed=seed, workers=args.workers,
                      progress=progress)
         df, states = study_frame(space, r.study)
@@ -103,7 +120,68 @@ def run(args) -> int:
             info["refined"] = len(extra)
             info["refine_scored"] = int(extra.attrs.get("scored", len(extra)))
             df = pd.concat([df.assign(source="search"), extra], ignore_index=True)
-    return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+        return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+    except KeyboardInterrupt:
+        # outside the trial loop (opening the study, refining, writing): the trials are in the storage
+        print(f"explorer sweep: interrupted; {_safe_trials(r, spec)} are safe in {spec.describe()}; "
+              f"'{_rebuild_command(args)}' rebuilds the CSV and report", file=sys.stderr)
+        return 130
+
+
+def _load_measured(args):
+    """``--measured FILE``, read before any output is written (explorer/report/measured.py)."""
+    if not getattr(args, "measured", None):
+        return None
+    if args.no_report:
+        raise SpecError("--measured", None, "draws on the report; drop --no-report or --measured")
+    from explorer.report.measured import load_measured
+
+    return load_measured(args.measured)
+
+
+def _safe_trials(r, spec) -> str:
+    if r is None:
+        return "the finished trials of the study"
+    try:
+        from optuna.trial import TrialState
+
+        n = len(r.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    except Exception:  # the count is a courtesy; never mask the interruption
+        return "the study's finished trials"
+    return f"all {n:,} finished trials"
+
+
+def _rebuild_command(args) -> str:
+    import shlex
+
+    words = ["explorer", "sweep", args.space, "--trials", "0"]
+    for flag, value, default in (("--out", args.out, "reports"), ("--study", args.study, None),
+                                 ("--storage", args.storage, None)):
+        if value is not None and value != default:
+            words += [flag, value]
+    return " ".join(shlex.quote(str(w)) for w in words)
+
+
+def _check_outputs(args, out: Path, study: str, sampler: str, spec) -> None:
+    """Every output path, before the first trial (explorer/outputs.py); a refusal leaves nothing behind."""
+    from explorer.outputs import check_append_file, check_output_file, prepare_folder, remove_created
+
+    created = prepare_folder(out, "--out")
+    try:
+        names = [f"{study}.csv"] + ([] if args.no_report else [f"{study}.html"])
+        if sampler == "grid":
+            names.append(f"{study}.reasons.csv")
+        for name in names:
+            check_output_file(out / name, "--study" if args.study else "--out")
+        if spec is not None and spec.kind == "journal":
+            from explorer.journal import check_journal_path
+
+            check_journal_path(spec.target)
+            created += prepare_folder(Path(spec.target).parent, "--storage")
+            check_append_file(spec.target, "--storage")
+    except BaseException:
+        remove_created(created)
+        raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +236,8 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
             final = out / f"{study}.html"
             tmp = out / f".{study}.{os.getpid()}.tmp.html"
             try:
-                write_report(tmp, df, meta)
+                measured = getattr(args, "measured_curves", None)
+                write_report(tmp, df, meta, **({"measured": measured} if measured is not None else {}))
                 if tmp.exists():
                     os.replace(tmp, final)
                     paths.append(final)
@@ -182,21 +261,21 @@ def _meta(space, sampler, seed, study, info, rows, history, counts, hv) -> dict:
     from datetime import UTC, datetime
 
     from explorer import __version__
-    from explorer.hardware import load_hardware
     from explorer.space import reason_label
 
     hw_files = {}
     for name in space.hardware_names():
-        h = load_hardware(name)
+        h = space.hardware_spec(name)
         try:
             hw_files[h.name] = Path(h.path).read_text(encoding="utf-8")
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             hw_files[h.name] = ""
     meta = {
         "study": study,
         "space_file": space.where,
         "space_text": space.text,
         "hardware_files": hw_files,
+        "hardware_paths": dict(space.hardware_files),
         "sampler": sampler,
         "seed": seed,
         "trials": info["points"] if info["kind"] == "grid" else rows,

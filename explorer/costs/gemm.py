@@ -21,7 +21,16 @@ picks from; we take the fastest, as a library's heuristic would):
   rows): adding rows never makes a GEMM faster;
 * split-K partial sums (fp32) are not counted as HBM traffic: split-K is used on skinny GEMMs whose
   partials (``M*N*4*s`` bytes, a few MB) stay in L2 (assumption);
-* ``time_s = max(compute_s, memory_s) + launch_s``.
+* the epilogue: a tile's output is written after its last K-step, so a share ``epilogue_exposed`` of
+  the output write ``out_s = groups*b_out*M*N / (hbm_bw*eta_m)`` does not overlap the main loop
+  (all SMs of a wave finish together and store together).  In the compute-bound limit this is the
+  K-dependent "pipeline drain" efficiency ``1 / (1 + epilogue_exposed * b_out*peak*eta_c /
+  (2*K*hbm_bw*eta_m))``: no free K constant, it follows from the GPU's FLOP/byte ratio (TileLang's
+  M=N=8192 K sweep on H800, 386 -> 766 TFLOPS from K=256 to 16384, is this curve with exposed ~1);
+* ``time_s = max(compute_s + epilogue_exposed*out_s, memory_s) + latency_s + launch_s``, where
+  ``latency_s`` is the fixed time of one kernel run back to back with others (prologue, pipeline
+  fill, tail: what a 1024^3 GEMM is bound by) and ``launch_s`` the serving runtime's per-kernel gap.
+  Both extras default to 0 (the model before them).
 
 Ignored: L2 reuse effects beyond "each operand read once", epilogue fusion, K-tail quantization
 (K padding to the MMA K-step), persistent/stream-K scheduling (which would soften the wave
@@ -72,6 +81,8 @@ def gemm_cost(
     eta_m: np.ndarray,
     launch_s: np.ndarray | float,
     groups: np.ndarray | float = 1.0,
+    latency_s: np.ndarray | float = 0.0,
+    epilogue_exposed: np.ndarray | float = 0.0,
 ) -> GemmCost:
     """Time of a (grouped) GEMM for every design point.
 
@@ -185,7 +196,12 @@ def gemm_cost(
     assert best is not None
     compute_s, tiles, units, waves, tm, tn = best
     nbytes = base_bytes * np.ones_like(compute_s)
-    t = np.maximum(compute_s, memory_s)
+    epi = np.asarray(epilogue_exposed, dtype=np.float64)
+    if np.any(epi > 0):
+        t = np.maximum(compute_s + epi * (groups * b_out * M * N * rate_m), memory_s)
+    else:
+        t = np.maximum(compute_s, memory_s)
+    t = t + latency_s
     tile_eff = groups * M * N / np.maximum(tiles * tm * tn, 1e-30)
     wave_eff = units / (waves * sms)
     if np.all(active):  # nothing to blank out

@@ -4,8 +4,9 @@ that resolves column references and draws the figures, sortable tables, and the 
 The page status (``<pre id="explorer-status" hidden>``) is written by the page's own script once
 every figure is drawn: ``{"plots": N, "front_points": K, "expected_front_points": K0, "errors": [...]}``,
 where ``front_points`` counts the markers plotly drew for front traces (``uid`` starting with
-``front``) and ``errors`` collects ``window.onerror``, unhandled promise rejections and
-``console.error`` calls.  Headless-browser tests read it from the DOM.
+``front``; with measured curves ``measured_points`` and ``expected_measured_points`` count the
+measured markers, ``uid`` starting with ``measured``) and ``errors`` collects ``window.onerror``,
+unhandled promise rejections and ``console.error`` calls.  Headless-browser tests read it from the DOM.
 """
 
 from __future__ import annotations
@@ -197,6 +198,10 @@ _RUNTIME = r"""<script>
     });
     Promise.all(jobs).then(function () {
       var st = {front_points: countFront(), expected_front_points: figs.expected_front_points};
+      if ("expected_measured_points" in figs) {
+        st.measured_points = document.querySelectorAll('.scatterlayer .trace[class*="tracemeasured"] .point').length;
+        st.expected_measured_points = figs.expected_measured_points;
+      }
       if (location.hash !== "#explorer-selftest") { writeStatus(st); return; }
       return selftest().then(function (r) { st.selftest = r; writeStatus(st); });
     }).then(null, function (e) {

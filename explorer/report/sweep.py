@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,14 +107,22 @@ def hypervolume_curve(df: pd.DataFrame, meta: Mapping[str, Any]) -> tuple[list[f
 
 
 def _workload(df: pd.DataFrame, meta: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(ISL, OSL): the sweep's fixed values, else the table's most common ones (a searched workload
+    is recorded as a range description, not a number)."""
     wl = meta.get("workload") or {}
-    isl = wl.get("isl") if isinstance(wl, Mapping) else None
-    osl = wl.get("osl") if isinstance(wl, Mapping) else None
-    if isl is None and "isl" in df.columns and len(df):
-        isl = int(df["isl"].mode().iloc[0])
-    if osl is None and "osl" in df.columns and len(df):
-        osl = int(df["osl"].mode().iloc[0])
-    return (int(isl) if isl is not None else None, int(osl) if osl is not None else None)
+
+    def pick(key: str) -> int | None:
+        v = wl.get(key) if isinstance(wl, Mapping) else None
+        if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and 1 <= v <= 2**31 - 1:
+            return int(v)
+        if key in df.columns and len(df):
+            col = pd.to_numeric(df[key], errors="coerce")
+            col = col[np.isfinite(col) & (col >= 1) & (col <= 2**31 - 1)]
+            if len(col):
+                return int(col.mode().iloc[0])
+        return None
+
+    return pick("isl"), pick("osl")
 
 
 def default_references(front: pd.DataFrame) -> list[str]:
@@ -150,8 +159,12 @@ def compute_references(df: pd.DataFrame, front: pd.DataFrame, meta: Mapping[str,
     precisions = sorted(pool["precision"].astype(str).unique().tolist())
     from explorer.references import reference_fronts
 
+    # kinds the sweep loaded from a file are loaded from it again (when it is still there)
+    given = meta.get("hardware_paths")
+    paths: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    load = [str(paths[h]) if h in paths and Path(str(paths[h])).is_file() else h for h in hardware]
     try:
-        ref = reference_fronts(presets, hardware, isl, osl, precisions)
+        ref = reference_fronts(presets, load, isl, osl, precisions)
     except ExplorerError as e:
         note["error"] = str(e)
         return None, note
@@ -268,9 +281,13 @@ def alignment_html(table: pd.DataFrame | None, err: str | None) -> str:
     summary = (f"{int(mis.sum())} of {n_free} distinct N widths on the front are not multiples of their "
                "tile's N. ")
     if mis.any():
+        def most(col: str) -> float:  # NaN when no row has a figure (no warning)
+            v = t.loc[mis, col].to_numpy(dtype=float)
+            return float(np.nanmax(v)) if np.isfinite(v).any() else float("nan")
+
         summary += (f"Aligning them would change time per output token by up to "
-                    f"{np.nanmax(t.loc[mis, 'saved_tpot_pct']):+.2f}% and TTFT by up to "
-                    f"{np.nanmax(t.loc[mis, 'saved_ttft_pct']):+.2f}% (positive = faster).")
+                    f"{most('saved_tpot_pct'):+.2f}% and TTFT by up to "
+                    f"{most('saved_ttft_pct'):+.2f}% (positive = faster).")
     extra = ""
     shown = t
     if len(t) > ALIGNMENT_MAX_ROWS:
@@ -294,6 +311,13 @@ def _references_note(note: Mapping[str, Any]) -> str:
         txt += " Not drawn, infeasible everywhere on the grid: " + "; ".join(
             f"{s['preset']} on {s['hardware']} ({s['reason']})" for s in skipped) + "."
     return f'<p class="note">{esc(txt)}</p>'
+
+
+def _measured_note(block: Mapping[str, Any] | None) -> str:
+    from explorer.report.measured import measured_note
+
+    text = measured_note(block)
+    return f'<p class="note">{esc(text)}</p>' if text else ""
 
 
 def _reasons_html(df: pd.DataFrame, meta: Mapping[str, Any]) -> str:
@@ -374,14 +398,17 @@ def _assemble(obj: dict[str, Any], raw: Mapping[str, str]) -> str:
 
 
 def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, plotlyjs: str = "inline",
-                      color_by: str | None = None, references: Sequence[str] | None = None) -> str:
+                      color_by: str | None = None, references: Sequence[str] | None = None,
+                      measured: Any = None) -> str:
     """The report page for a results table (see module docstring).
 
     ``meta`` keys (all optional): ``study space_file space_text hardware_files sampler seed trials
     objectives constraints workload tool_version date hypervolume_history references``.
     ``references``: preset names to draw as reference fronts (None: ``meta["references"]`` or
     :func:`default_references`; ``[]``: none).  ``color_by``: the frontier's initial colouring
-    (a column name).  Raises :class:`SpecError` for a table without the objective columns or an
+    (a column name).  ``measured``: a measured-curves file (path or
+    :class:`explorer.report.measured.MeasuredCurves`) overlaid on the frontier
+    (:mod:`explorer.report.measured`; data block key ``measured``).  Raises :class:`SpecError` for a table without the objective columns or an
     unknown ``color_by``.
     """
     meta = dict(meta or {})
@@ -399,17 +426,31 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
     ref, ref_note = compute_references(df, front, meta, references)
     align, align_err = compute_alignment(front)
     colors = F.color_options(df, color_by)
+    measured_block = None
+    if measured is not None:
+        from explorer.report.measured import MeasuredCurves, load_measured, measured_overlay
+
+        if not isinstance(measured, MeasuredCurves):
+            measured = load_measured(measured)
+        measured_block = measured_overlay(df, meta, measured)
 
     study = meta.get("study") or "study"
     show_params = len(front) > 0 and len(F.along_columns(front)) > 0
     show_breakdown = len(front) > 0 and any(c in df.columns for c in F.BREAKDOWN)
     figs = [F.frontier_figure(df, colors, ref)]
+    if measured_block is not None:
+        from explorer.report.measured import measured_traces
+
+        figs[0]["data"].extend(measured_traces(measured_block))
     if show_params:
         figs.append(F.parameters_figure(front))
     if show_breakdown:
         figs.append(F.breakdown_figure(df))
     figs.append(F.hypervolume_figure(hv_trials, hv_values, hv_source))
-    figures = {"figures": figs, "expected_front_points": n_front}
+    figures: dict[str, Any] = {"figures": figs, "expected_front_points": n_front}
+    if measured_block is not None:
+        figures["expected_measured_points"] = sum(
+            sum(v is not None for v in c["measured"][F.X]) for c in measured_block["curves"])
 
     # data block
     keys = {name: f"@@{name}-{uuid.uuid4().hex}@@" for name in ("table", "references", "alignment")}
@@ -427,6 +468,8 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         derived["alignment"] = keys["alignment"]
         raw[keys["alignment"]] = encode_table(align)
     payload = {"schema": SCHEMA, "table": keys["table"], "meta": jsonable(meta), "derived": derived}
+    if measured_block is not None:
+        payload["measured"] = jsonable(measured_block)
     data_json = _assemble(payload, raw)
 
     # page
@@ -466,7 +509,8 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         "staircase is the best throughput attainable at each required interactivity. Faint points are "
         "dominated; infeasible designs are hidden until you click them in the legend. Use the dropdown to "
         "colour by a parameter; hover for the whole design point and its time breakdown.</p>"
-        '<div class="plot" id="fig-frontier"></div>' + _references_note(ref_note) + "</section>",
+        '<div class="plot" id="fig-frontier"></div>' + _references_note(ref_note) + _measured_note(measured_block)
+        + "</section>",
     ]
     if show_params:
         sections.append(

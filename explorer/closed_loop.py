@@ -1,0 +1,80 @@
+"""The closed-loop load model: C clients, each sending its next request when the last one finishes.
+
+This is how InferenceX / InferenceMAX (``--max-concurrency C --request-rate inf``), NVIDIA NIM
+benchmarks and AIPerf load a server, so it is how their measured curves must be read.
+
+One engine (an attention group of a replica) serves the clients.  A request spends ``TTFT``
+waiting for and running its prefill, then ``OSL - 1`` decode steps (the first output token comes
+from the prefill).  The engine's time is shared: ``N`` decode steps per second of ``T_dec`` each,
+and ``tau`` seconds of engine time per prompt (its prefill chunks: their own steps, or their extra
+cost inside mixed steps), so with ``X`` requests per second
+
+    N * T_dec + X * tau = 1          ->  TPOT = 1/N = T_dec / (1 - X tau)
+    C = X * (TTFT + (OSL - 1) TPOT)  (Little's law over the whole cycle, no think time)
+
+which, with ``TTFT`` the unqueued time to first token, is a quadratic in ``X`` whose smaller root
+is the operating point (it stays below the prefill-bound rate ``1/tau``):
+
+    tau T_s X^2 - (T_s + (OSL-1) T_dec + C tau) X + C = 0.
+
+Little's law on the decode phase gives the time-averaged decode batch ``b = X (OSL-1) TPOT``.  A
+decoding request sees ``1 + (C - 1) D / (TTFT + D)`` requests decoding, itself included (the arrival
+theorem of closed queueing networks), the batch its steps are costed at.  When ``b`` exceeds the
+engine's cap ``b_cap`` (KV-cache capacity or the runtime's maximum running requests) the surplus
+clients queue: ``b = b_cap``, ``TPOT = T_dec + b_cap tau / (OSL-1)``, ``X = b_cap / ((OSL-1) TPOT)``
+and a request waits ``C/X - (OSL-1) TPOT - T_s`` before its prefill.
+
+Output tokens per second of the engine are ``X * OSL``; tokens per second per user ``1 / TPOT``.
+
+Ignored: the spread of request lengths (we use the mean ISL/OSL: InferenceX draws both uniform in
+[0.8 L, L]), the warm-up and drain of a finite benchmark (``num_prompts = 10 C``), and queueing
+of one prompt behind another beyond the engine-time balance above.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def closed_loop(clients, b_cap, osl, t_dec_s, tau_s, ttft_service_s, rate_max=np.inf,
+                tpot_full_s=None) -> dict[str, np.ndarray]:
+    """Operating point of ``clients`` closed-loop clients on one engine (see the module docstring).
+
+    ``t_dec_s`` is the pure decode step, ``tau_s`` the engine time one prompt costs and
+    ``ttft_service_s`` the time to first token without queueing, all evaluated at the batches this
+    returns (the caller iterates on those).  Returns ``tpot_s``, ``decode_batch`` (time-averaged),
+    ``step_batch`` (seen by a decoding request), ``request_rate`` (requests/s), ``ttft_s`` (service
+    + queue wait), ``queued`` (clients waiting for a running slot) and ``output_tokens_per_s``.
+
+    ``rate_max`` bounds the request rate where prompts ride in mixed steps: at most one chunk per
+    step, so once every step carries one (``tpot_full_s``, the mixed step), prompts queue instead.
+    """
+    C = np.asarray(clients, dtype=np.float64)
+    n_dec = np.maximum(np.asarray(osl, dtype=np.float64) - 1.0, 0.0)
+    T, tau, Ts = (np.asarray(x, dtype=np.float64) for x in (t_dec_s, tau_s, ttft_service_s))
+    Bq = Ts + n_dec * T + C * tau
+    a = tau * Ts
+    disc = np.sqrt(np.maximum(Bq * Bq - 4.0 * a * C, 0.0))
+    # smaller root, written to stay exact when a -> 0 (X = C / Bq)
+    rate_free = 2.0 * C / np.maximum(Bq + disc, 1e-300)
+    full = rate_free > rate_max  # every step carries a prompt chunk: the prompt rate is capped
+    rate_free = np.where(full, rate_max, rate_free)
+    tpot_free = np.where(full, T if tpot_full_s is None else tpot_full_s,
+                         T / np.maximum(1.0 - rate_free * tau, 1e-12))
+    b_free = rate_free * n_dec * tpot_free
+    capped = (b_free > b_cap) & (n_dec > 0)
+    tpot_cap = T + b_cap * tau / np.maximum(n_dec, 1.0)
+    if tpot_full_s is not None:  # mixed steps: never slower than every step carrying a chunk
+        tpot_cap = np.where(np.isfinite(rate_max), np.minimum(tpot_cap, tpot_full_s), tpot_cap)
+    # with OSL = 1 nothing decodes: report the bare step time as TPOT
+    tpot = np.where(n_dec > 0, np.where(capped, tpot_cap, tpot_free), T)
+    decode_s = n_dec * tpot
+    rate = np.where(capped, b_cap / np.maximum(decode_s, 1e-300), rate_free)
+    b = np.where(capped, b_cap, b_free)
+    cycle = C / np.maximum(rate, 1e-300)
+    ttft = np.maximum(cycle - decode_s, Ts)
+    share = decode_s / np.maximum(cycle, 1e-300)
+    seen = np.where(capped, b_cap, np.minimum(1.0 + np.maximum(C - 1.0, 0.0) * share, np.maximum(b_cap, 1.0)))
+    queued = np.where(capped, C - b - rate * Ts, 0.0)
+    return {"tpot_s": tpot, "decode_batch": b, "step_batch": seen, "request_rate": rate, "ttft_s": ttft,
+            "queued": np.maximum(queued, 0.0), "output_tokens_per_s": rate * np.asarray(osl, dtype=np.float64)}

@@ -1,0 +1,167 @@
+"""Measured serving curves (the shape of ``validation/fronts.yaml``) as validation cases.
+
+A curve is one model / GPU / runtime / deployment / workload measured at several client
+concurrencies (closed loop, :mod:`explorer.closed_loop`).  Each row (one concurrency) yields the
+cases ``<id>:tok_s_gpu`` (output tokens/s per GPU), ``<id>:tok_s_user`` (tokens/s per user) and,
+where a TTFT is given, ``<id>:ttft`` (milliseconds), scored by the same simulator at
+``batch = concurrency`` with the row's runtime (``framework``).
+
+Reading rules (each documented where it is applied):
+
+* **Lengths.** InferenceX / InferenceMAX runs draw ISL and OSL uniform in ``[0.8 L, L]``
+  (``--random-range-ratio 0.8``, fronts.yaml ``meta.inferencex_conventions``): the simulator gets
+  the means ``0.9 L``.  A curve whose notes say the lengths are fixed, or that is not an
+  InferenceX run, gets ``L``.
+* **Derived throughput.** Rows without a measured ``tok_s_gpu`` carry ``tok_s_gpu_derived``
+  (Little's law from measured TTFT/TPOT).  fronts.yaml ``meta.derived_throughput`` measured that
+  derivation against 232 InferenceX rows with both figures: +2.3 % median bias.  Derived InferenceX
+  figures are divided by :data:`DERIVED_THROUGHPUT_BIAS` before comparison; others are compared as
+  they are (their bias is unknown).
+* **TTFT** is compared with the mean where the row has one (``mean_ttft_ms``), else ``ttft_ms``.
+* **Deployment.** ``tp``/``ep`` as given (``ep`` only for MoE models); ``dp_attention: true`` is
+  attention data parallelism over the ``tp`` GPUs (``t = 1, dp = tp``: TensorRT-LLM "DEP", SGLang
+  ``--enable-dp-attention``); ``num_gpus`` must equal ``tp * pp``.
+* **Precision.** As :func:`explorer.validate.precision_policy` (FP8 -> fp8, NVFP4 -> fp4, MXFP4
+  gpt-oss -> fp4 on Blackwell, MXFP4 weight-only on Hopper).  The model label may carry a format
+  suffix (``Qwen3-235B-A22B-FP8``), which is dropped to find the preset.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from explorer.errors import ExplorerError, SpecError
+
+#: fronts.yaml meta.derived_throughput: derived/measured - 1 = +2.3 % median on 232 InferenceX rows.
+DERIVED_THROUGHPUT_BIAS = 1.023
+#: InferenceX --random-range-ratio 0.8: lengths uniform in [0.8 L, L], mean 0.9 L.
+INFERENCEX_MEAN_LENGTH = 0.9
+CURVE_KEYS = {"curve", "model", "gpu", "num_gpus", "framework", "framework_version", "image", "precision", "tp", "ep",
+              "pp", "dp_attention", "isl", "osl", "date", "concurrencies", "throughput_field", "source", "notes",
+              "trust"}
+ROW_KEYS = CURVE_KEYS - {"concurrencies", "throughput_field"} | {
+    "id", "concurrency", "tok_s_gpu", "tok_s_gpu_derived", "tok_s_user", "ttft_ms", "tpot_ms", "mean_ttft_ms",
+    "mean_tpot_ms", "total_tok_s_gpu", "stat", "run_url"}
+AXES = ("tok_s_gpu", "tok_s_user", "ttft")
+_FORMAT_SUFFIX = re.compile(r"[-_](fp8|fp4|nvfp4|mxfp4|bf16|fp16|int8|int4|awq|gptq)$", re.I)
+
+
+def is_curves_file(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("rows"), list) and "curves" in data
+
+
+def _inferencex(text: str) -> bool:
+    t = text.lower()
+    return "inferencex" in t or "inferencemax" in t or "range-ratio 0.8" in t or "range ratio 0.8" in t
+
+
+def _fixed_lengths(text: str) -> bool:
+    return "fixed isl" in text.lower() or "fixed lengths" in text.lower()
+
+
+def _positive(raw: dict, key: str, required: bool = True) -> float | None:
+    v = raw.get(key)
+    if v is None:
+        if required:
+            raise ValueError(f"'{key}' is missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"'{key}' must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+def _whole(raw: dict, key: str, default: int | None = None, minimum: int = 1) -> int:
+    v = raw.get(key, default)
+    if v is None:
+        if default is None:
+            raise ValueError(f"'{key}' is missing")
+        v = default
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < minimum:
+        raise ValueError(f"'{key}' must be a whole number >= {minimum}, got {v!r}")
+    if abs(v) > 2 ** 53:
+        raise ValueError(f"'{key}' is too large to represent, got {v!r}")
+    return int(v)
+
+
+def curve_cases(data: dict, where: str) -> list:
+    """Every case of a curves file.  A malformed row becomes unsupported cases with the reason
+    (never dropped, never an exception); a file that is not a curves file raises SpecError."""
+    from explorer.hardware import Hardware
+    from explorer.model import get_preset
+    from explorer.validate import Case, gpu_hardware, precision_policy
+
+    if not is_curves_file(data):
+        raise SpecError(where, "rows", "expected top-level 'curves:' and 'rows:' lists (the shape of fronts.yaml)")
+    curves = {}
+    for i, c in enumerate(data.get("curves") or []):
+        if isinstance(c, dict) and c.get("curve") is not None:
+            curves[str(c["curve"])] = c
+        else:
+            curves[f"#curve{i}"] = {}
+    out: list = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["rows"]):
+        rid = str(raw.get("id")) if isinstance(raw, dict) and raw.get("id") is not None else f"#{i}"
+        if rid in seen:
+            rid = f"{rid}#{i}"
+        seen.add(rid)
+        base = Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", float("nan"), kind="curve", regime="curve")
+        try:
+            if not isinstance(raw, dict):
+                raise ValueError(f"row is not a mapping: {raw!r}")
+            extra = set(raw) - ROW_KEYS
+            if extra:
+                raise ValueError(f"unknown key(s) {sorted(extra)}")
+            cid = str(raw.get("curve") or rid)
+            meta = curves.get(cid, {})
+            text = " ".join(str(x) for x in (raw.get("notes", ""), meta.get("notes", ""), raw.get("source", ""),
+                                             meta.get("source", ""), cid))
+            preset = get_preset(_FORMAT_SUFFIX.sub("", str(raw.get("model", ""))).strip(), rid, "model")
+            hw: Hardware = gpu_hardware(raw.get("gpu"))
+            from explorer.runtime import load_runtime
+
+            rt = load_runtime(str(raw.get("framework", "")), rid, "framework")
+            prec = precision_policy(raw.get("precision"), hw, preset.shape.name)
+            conc = _whole(raw, "concurrency")
+            n_gpus = _whole(raw, "num_gpus")
+            tp = _whole(raw, "tp", 1)
+            pp = _whole(raw, "pp", 1)
+            ep = _whole(raw, "ep", 1) if preset.shape.experts else 1
+            dpa = raw.get("dp_attention", False)
+            if not isinstance(dpa, bool):
+                raise ValueError(f"'dp_attention' must be true or false, got {dpa!r}")
+            t, dp = (1, tp) if (dpa and preset.shape.experts) else (tp, 1)
+            if t * dp * pp != n_gpus:
+                raise ValueError(f"tp*pp = {t * dp * pp} does not match num_gpus = {n_gpus}")
+            isl, osl = _positive(raw, "isl"), _positive(raw, "osl")
+            assert isl is not None and osl is not None
+            mean_factor = INFERENCEX_MEAN_LENGTH if (_inferencex(text) and not _fixed_lengths(text)) else 1.0
+            values = {"model": preset.shape.name, "precision": prec, "isl": max(1, round(isl * mean_factor)),
+                      "osl": max(2, round(osl * mean_factor)), "tp": t, "pp": pp, "ep": ep, "dp": dp,
+                      "batch": conc, "runtime": rt.name}
+            family = "moe" if preset.shape.experts else "dense"
+            common = dict(kind="curve", regime="curve", hardware=hw.name, values=values, num_gpus=n_gpus,
+                          trust=str(raw.get("trust", "")), curve=cid, family=family, runtime=rt.name)
+            measured_gpu = _positive(raw, "tok_s_gpu", required=False)
+            derived = measured_gpu is None
+            if derived:
+                measured_gpu = _positive(raw, "tok_s_gpu_derived")
+                assert measured_gpu is not None
+                if _inferencex(text):
+                    measured_gpu /= DERIVED_THROUGHPUT_BIAS
+            note = "derived throughput, de-biased /1.023" if derived and _inferencex(text) else (
+                "derived throughput (bias unknown)" if derived else "")
+            out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
+            out.append(Case(f"{rid}:tok_s_user", "tok_s_user", "tok/s/user", _positive(raw, "tok_s_user") or 0.0,
+                            **common))
+            ttft = _positive(raw, "mean_ttft_ms", required=False) or _positive(raw, "ttft_ms", required=False)
+            if ttft is not None:
+                out.append(Case(f"{rid}:ttft", "ttft", "ms", ttft, **common))
+        except (ValueError, TypeError, ExplorerError) as e:
+            reason = str(e) if not isinstance(e, ExplorerError) else str(e)
+            for axis, unit in (("tok_s_gpu", "tok/s/gpu"), ("tok_s_user", "tok/s/user")):
+                out.append(Case(f"{rid}:{axis}", axis, unit, float("nan"), kind="curve", regime="curve",
+                                supported=False, reason=reason, curve=base.curve))
+    return out

@@ -1,0 +1,227 @@
+"""Serving-runtime profiles: how TensorRT-LLM, vLLM and SGLang turn model steps into a served front.
+
+One profile per file in the repository's ``runtimes/`` folder (``trtllm.yaml``, ``vllm.yaml``,
+``sglang.yaml``, ``gpt-fast.yaml``).  A profile describes mechanisms, not a fudge number:
+
+* **scheduling of prompts**: ``mixed`` (prompt chunks share the decode step: TensorRT-LLM inflight
+  batching, vLLM V1) or ``separate`` (prefill batches run as their own steps: SGLang's default);
+* **tokens per step** (the prefill chunk budget) and the largest running batch;
+* **KV admission**: ``reserve_full`` (a request reserves ISL+OSL of KV: TensorRT-LLM's
+  GUARANTEED_NO_EVICT) or ``on_demand`` (blocks as tokens are produced: vLLM, SGLang; a running
+  sequence holds ISL + OSL/2 tokens on average);
+* **CUDA-graph batch padding**: decode batches padded to the captured sizes 1, 2, 4, then multiples
+  of ``step`` up to ``max_batch``;
+* **host work**: per step, per running sequence per step, and per request (TTFT only);
+* **attention kernels**: named, with one efficiency residual.
+
+Host costs and the attention residual are fitted by ``explorer calibrate`` per hardware kind and
+recorded in the profile's ``fitted:`` section; the ``overheads:``/``attention:`` values are the
+priors and the fallback for hardware without a fit.  :func:`runtime_columns` turns (runtime,
+hardware) pairs into the numeric design columns the simulator reads (``rt_*``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from explorer.errors import SpecError, unknown
+from explorer.specio import Section, read_yaml
+from explorer.units import US
+
+#: Folder of the shipped runtime profiles (the repository's top-level ``runtimes/``).
+RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtimes"
+#: The runtime a design point uses when none is named (TensorRT-LLM, as the serving limits were before).
+DEFAULT_RUNTIME = "trtllm"
+#: Fitted per (runtime, hardware): name -> (unit scale from the YAML's unit to SI, lower, upper bound in SI).
+FITTED_KEYS: dict[str, tuple[float, float, float]] = {
+    "step_us": (US, 0.0, 5e-3),
+    "per_sequence_us": (US, 0.0, 100e-6),
+    "per_request_us": (US, 0.0, 0.5),
+    "attention": (1.0, 0.2, 1.0),
+}
+SCHEDULING = ("mixed", "separate")
+ADMISSION = ("reserve_full", "on_demand")
+
+
+@dataclass(frozen=True)
+class RuntimeFit:
+    """Host costs (SI) and the attention residual of one runtime on one hardware kind."""
+
+    step_s: float
+    per_sequence_s: float
+    per_request_s: float
+    attention: float
+
+    def as_yaml_units(self) -> dict[str, float]:
+        return {"step_us": self.step_s / US, "per_sequence_us": self.per_sequence_s / US,
+                "per_request_us": self.per_request_s / US, "attention": self.attention}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    display_name: str
+    aliases: tuple[str, ...]
+    mixed_prompts: bool  # True: prompt chunks share decode steps; False: prefill runs as its own steps
+    max_tokens_per_step: int
+    max_batch: int
+    reserve_full_kv: bool
+    graph_padding: bool
+    graph_step: int
+    graph_max_batch: int
+    prior: RuntimeFit
+    fitted: dict[str, RuntimeFit] = field(default_factory=dict)
+    path: str = ""
+
+    def fit_for(self, hardware: str) -> RuntimeFit:
+        """The fitted values on this hardware kind; for a kind without a fit, the element-wise
+        median of this runtime's fits on other kinds (host costs are mostly the runtime's own);
+        with no fit at all, the priors."""
+        if hardware in self.fitted:
+            return self.fitted[hardware]
+        if not self.fitted:
+            return self.prior
+        vals = np.array([[getattr(f, k) for k in RuntimeFit.__dataclass_fields__] for f in self.fitted.values()])
+        return RuntimeFit(*(float(v) for v in np.median(vals, axis=0)))
+
+    def with_fit(self, hardware: str, fit: RuntimeFit) -> Runtime:
+        """A copy with other fitted values on one hardware kind (calibration uses this)."""
+        return replace(self, fitted={**self.fitted, hardware: fit})
+
+    def without_fit(self, hardware: str) -> Runtime:
+        """A copy that has never been fitted on this kind (held-out predictions use this)."""
+        return replace(self, fitted={k: v for k, v in self.fitted.items() if k != hardware})
+
+
+def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
+    sec.check_keys(set(FITTED_KEYS) | {"source", "cases", "date", "notes"})
+    base = prior.as_yaml_units() if prior else {}
+    vals = {}
+    for k, (scale, lo, hi) in FITTED_KEYS.items():
+        default = base.get(k, None) if prior else ...
+        v = sec.number(k, default, min_value=lo / scale, max_value=hi / scale if k == "attention" else None)
+        vals[k] = float(v) * scale
+    return RuntimeFit(vals["step_us"], vals["per_sequence_us"], vals["per_request_us"], vals["attention"])
+
+
+def _load_file(path: Path) -> Runtime:
+    where = str(path)
+    top = Section(read_yaml(path), where)
+    top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "overheads",
+                    "fitted", "notes"})
+    name = top.string("name")
+    aliases = top.raw("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(where, "aliases", f"expected a list of names, got {aliases!r}")
+    s = top.section("scheduling")
+    s.check_keys({"prompts", "max_tokens_per_step", "max_batch", "kv_admission", "source", "notes"})
+    s.string("source")
+    g = top.section("cuda_graphs")
+    g.check_keys({"padding", "step", "max_batch", "source", "notes"})
+    padding = g.raw("padding", True)
+    if not isinstance(padding, bool):
+        raise SpecError(where, "cuda_graphs.padding", f"expected true or false, got {padding!r}")
+    a = top.section("attention")
+    a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})
+    o = top.section("overheads")
+    o.check_keys({"step_us", "per_sequence_us", "per_request_us", "source", "notes"})
+    o.string("source")
+    prior = RuntimeFit(
+        step_s=o.number("step_us", min_value=0) * US,
+        per_sequence_s=o.number("per_sequence_us", min_value=0) * US,
+        per_request_s=o.number("per_request_us", min_value=0) * US,
+        attention=a.number("efficiency", 1.0, min_value=0, max_value=1, min_exclusive=True),
+    )
+    fitted: dict[str, RuntimeFit] = {}
+    raw_fitted = top.raw("fitted", {}) or {}
+    if not isinstance(raw_fitted, dict):
+        raise SpecError(where, "fitted", f"expected a mapping hardware -> values, got {raw_fitted!r}")
+    for hw_name in raw_fitted:
+        fitted[str(hw_name)] = _fit_section(Section(raw_fitted[hw_name], where, f"fitted.{hw_name}"), prior)
+    return Runtime(
+        name=name,
+        display_name=top.string("display_name", name),
+        aliases=tuple(x.lower() for x in aliases),
+        mixed_prompts=s.string("prompts", choices=set(SCHEDULING)) == "mixed",
+        max_tokens_per_step=s.number("max_tokens_per_step", integer=True, min_value=1),
+        max_batch=s.number("max_batch", integer=True, min_value=1),
+        reserve_full_kv=s.string("kv_admission", choices=set(ADMISSION)) == "reserve_full",
+        graph_padding=padding,
+        graph_step=g.number("step", 8, integer=True, min_value=1),
+        graph_max_batch=g.number("max_batch", integer=True, min_value=1),
+        prior=prior,
+        fitted=fitted,
+        path=where,
+    )
+
+
+_CACHE: dict[str, Runtime] = {}
+
+
+def runtime_files(directory: Path = RUNTIME_DIR) -> list[Path]:
+    return sorted(directory.glob("*.yaml"))
+
+
+def list_runtimes() -> list[Runtime]:
+    return [load_runtime(p.stem) for p in runtime_files()]
+
+
+def load_runtime(name: str | Runtime, where: str = "--runtime", key: str | None = None) -> Runtime:
+    """A runtime profile by name or alias (``trtllm``, ``vllm``, ``sglang``, ``TensorRT-LLM``)."""
+    if isinstance(name, Runtime):
+        return name
+    lname = str(name).strip().lower()
+    if lname in _CACHE:
+        return _CACHE[lname]
+    direct = RUNTIME_DIR / f"{lname}.yaml"
+    if direct.exists():
+        rt = _load_file(direct)
+        _CACHE[lname] = rt
+        return rt
+    names: list[str] = []
+    for f in runtime_files():
+        rt = _CACHE.get(f.stem) or _load_file(f)
+        _CACHE[f.stem] = rt
+        names.append(rt.name)
+        if lname == rt.name or lname in rt.aliases or lname.replace(" ", "") in rt.aliases:
+            _CACHE[lname] = rt
+            return rt
+    raise unknown(where, key, "runtime", name, names)
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+#: Design columns a runtime contributes (all numeric, per design point).
+RUNTIME_COLUMNS = ("rt_mixed", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
+                   "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention")
+
+
+def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.ndarray) -> dict[str, np.ndarray]:
+    """Numeric ``rt_*`` columns for design rows whose (runtime, hardware) pair is
+    ``(runtimes[i], hardware[i])`` with ``i = inverse[row]``."""
+    rows: dict[str, list[float]] = {k: [] for k in RUNTIME_COLUMNS}
+    for rt, hw in zip(runtimes, hardware, strict=True):
+        f = rt.fit_for(hw)
+        for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_max_tokens", rt.max_tokens_per_step),
+                     ("rt_max_batch", rt.max_batch), ("rt_reserve_full", rt.reserve_full_kv),
+                     ("rt_graph_step", rt.graph_step if rt.graph_padding else 0),
+                     ("rt_graph_max", rt.graph_max_batch if rt.graph_padding else 0),
+                     ("rt_step_s", f.step_s), ("rt_per_seq_s", f.per_sequence_s),
+                     ("rt_request_s", f.per_request_s), ("rt_attention", f.attention)):
+            rows[k].append(float(v))
+    return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}
+
+
+def describe(rt: Runtime) -> dict[str, Any]:
+    """A JSON-ready summary (for `explorer runtimes` and reports)."""
+    return {"name": rt.name, "display_name": rt.display_name,
+            "prompts": "mixed" if rt.mixed_prompts else "separate",
+            "max_tokens_per_step": rt.max_tokens_per_step, "max_batch": rt.max_batch,
+            "kv_admission": "reserve_full" if rt.reserve_full_kv else "on_demand",
+            "cuda_graph_padding": rt.graph_padding, "fitted_on": sorted(rt.fitted)}
