@@ -376,9 +376,12 @@ def _predict_gemm(cs: list[Case], h: Hardware) -> np.ndarray:
     peak = np.array([h.peak_flops[c.values["fmt"]] for c in cs])
     tiles = np.array(h.gemm_tiles, dtype=float)
     n = len(cs)
-    g = gemm_cost(M, N, K, b_in, b_in, b_out, peak_flops=peak, hbm_bw=h.hbm_bw, sms=float(h.sms),
+    def col(x: float) -> np.ndarray:
+        return np.full(n, float(x))
+
+    g = gemm_cost(M, N, K, b_in, b_in, b_out, peak_flops=peak, hbm_bw=col(h.hbm_bw), sms=col(h.sms),
                   tiles_m=np.tile(tiles[:, 0], (n, 1)), tiles_n=np.tile(tiles[:, 1], (n, 1)),
-                  max_split_k=float(h.max_split_k), eta_c=h.eta_compute, eta_m=h.eta_memory, launch_s=0.0,
+                  max_split_k=col(h.max_split_k), eta_c=col(h.eta_compute), eta_m=col(h.eta_memory), launch_s=0.0,
                   groups=G, latency_s=h.kernel_latency_s, epilogue_exposed=h.gemm_epilogue_exposed)
     t = g.time_s
     w_bytes = G * K * N * _arr(cs, "w_bits") / 8.0

@@ -28,7 +28,7 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ KIND_GROUPS = {k: name for name, (kinds, _) in TARGETS.items() for k in kinds}
 
 
 def _with(hw: Hardware, names: list[str], theta: np.ndarray) -> Hardware:
-    return replace(hw, **{PARAMS[k][0]: float(v) for k, v in zip(names, theta, strict=True)})
+    return hw.with_efficiency(**{PARAMS[k][0]: float(v) for k, v in zip(names, theta, strict=True)})
 
 
 def prior_values(hw: Hardware) -> dict[str, float]:

@@ -40,6 +40,7 @@ interactivity ``= 1/TPOT``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from explorer.closed_loop import closed_loop

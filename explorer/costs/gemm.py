@@ -134,9 +134,14 @@ def gemm_cost(
 
         k_now = np.ceil(np.ceil(np.maximum(m_, 1e-9)) / tmn)
         k_full = np.ceil(sms_ / sl)  # row blocks that fill the SMs
+        # Between occupancy steps the time is monotone in the block count (bytes grow linearly while
+        # occupancy ~ blocks), so the envelope's minimum is at a segment end: the next block, the
+        # block count where split-K stops setting the occupancy, the last count short of full
+        # occupancy and the first that fills the SMs.
         env = mem_time(m_)
         env = np.minimum(env, mem_time(k_now * tmn + 1.0))
-        env = np.minimum(env, mem_time(np.maximum(m_, (k_full - 1.0) * tmn + 1.0)))
+        for blocks in (sm_, np.floor(sms_ / sl), k_full):
+            env = np.minimum(env, mem_time(np.maximum(m_, (blocks - 1.0) * tmn + 1.0)))
         memory_s[need] = env
 
     # Tile shapes: plain numbers when every point has the same list (one hardware kind), so that

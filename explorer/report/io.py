@@ -117,6 +117,7 @@ _COUNT_COLUMNS = ("trial", "reason_code", "gpus")
 _FLOAT_COLUMNS = _OBJECTIVES + ("ttft_s", "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes",
                                 "weights_bytes_per_gpu", "kv_bytes_per_gpu", "params_total", "params_active")
 _BOOL_COLUMNS = ("feasible", "on_front")
+_TEXT_COLUMNS = ("model", "hardware", "precision", "reason", "source", "kept")
 _TRUE = {"true", "1", "1.0", "yes"}
 _FALSE = {"false", "0", "0.0", "no"}
 
@@ -177,6 +178,10 @@ def check_results_table(df: pd.DataFrame, where: str) -> pd.DataFrame:
     for c in _BOOL_COLUMNS:
         if c in out.columns:
             out[c] = parse_bool_column(out[c], where, c)
+    for c in out.columns:  # text columns: a missing value is empty text, never a float NaN among strings
+        col = out[c]
+        if c in _TEXT_COLUMNS or not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
+            out[c] = col.astype(object).where(col.notna(), "").astype(str).astype(object)
     return out
 
 
