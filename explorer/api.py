@@ -108,8 +108,10 @@ def _best_batch(base: dict[str, Any], max_batch: int) -> tuple[int, dict[str, An
     cands = cands[cands >= groups] if np.any(cands >= groups) else np.array([int(groups)])
     d, t = build_design(dict(base, batch=cands), "evaluate")
     r = simulate(d, t)
-    thr = np.where(r["feasible"], r["tokens_per_s_per_gpu"], -1.0)
-    i = int(np.flatnonzero(thr >= thr.max() * (1.0 - 1e-9))[0])
+    tps = np.asarray(r["tokens_per_s_per_gpu"], dtype=np.float64)
+    thr = np.where(np.asarray(r["feasible"], dtype=bool) & np.isfinite(tps), tps, -1.0)
+    best = thr.max()  # -1 when no candidate is feasible: the smallest candidate is reported
+    i = int(np.flatnonzero(thr >= best - abs(best) * 1e-9)[0])
     return int(cands[i]), {
         "candidates": int(len(cands)),
         "memory_limited_batch": mem_max,

@@ -55,16 +55,18 @@ PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
     "memory": ("eta_memory", 0.2, 1.0, 1.0, None),
     "network": ("eta_network", 0.2, 1.0, 1.0, None),
     "moe": ("eta_moe", 0.2, 1.0, 1.0, None),
+    "dequant": ("eta_dequant", 0.2, 1.0, 1.0, None),
     "kernel_launch_us": ("kernel_launch_s", 0.0, 30e-6, 1e6, 5e-6),
 }
 #: runtime parameters (per runtime on the kind): name -> (RuntimeFit field, prior scale or None for log prior)
 RT_PARAMS: dict[str, tuple[str, float | None]] = {
     "step_us": ("step_s", 1e-3),
     "per_sequence_us": ("per_sequence_s", 20e-6),
-    "per_request_us": ("per_request_s", 20e-3),
+    "per_request_us": ("per_request_s", 200e-3),
     "attention": ("attention", None),
+    "compute": ("compute", None),
 }
-EFFICIENCY_KEYS = ("compute", "memory", "network", "moe")
+EFFICIENCY_KEYS = ("compute", "memory", "network", "moe", "dequant")
 OVERHEAD_KEYS = ("kernel_launch_us",)
 
 
@@ -160,7 +162,7 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
                         f"no supported case on hardware '{hw0.name}' to calibrate on")
     measured = np.array([c.measured for c in mine])
     weights = case_weights(mine)
-    rt_names = sorted({c.values.get("runtime") for c in mine if c.kind in SERVED_KINDS and c.values.get("runtime")})
+    rt_names = sorted({str(c.values["runtime"]) for c in mine if c.kind in SERVED_KINDS and c.values.get("runtime")})
     rts0 = {r: load_runtime(r) for r in rt_names} if fit_runtimes else {}
     n_hw = len(PARAMS)
     theta_hw = np.array([getattr(hw0, a) for a, *_ in PARAMS.values()])
@@ -180,7 +182,7 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
 
     def unpack(theta: np.ndarray) -> tuple[Hardware, dict[str, Runtime]]:
         hw = _with(hw0, theta[:n_hw])
-        rts = {}
+        rts: dict[str, Runtime] = {}
         for j, r in enumerate(rts0):
             part = theta[n_hw + j * len(RT_PARAMS): n_hw + (j + 1) * len(RT_PARAMS)]
             rts[r] = rts0[r].with_fit(hw0.name, _rt_fit(part))
@@ -242,6 +244,7 @@ def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None =
         f"  memory: {_fmt(v['memory'])}",
         f"  network: {_fmt(v['network'])}",
         f"  moe: {_fmt(v['moe'])}",
+        f"  dequant: {_fmt(v['dequant'])}",
         "  kind: calibration",
         f"  source: \"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}: "
         f"bounded least squares on log error over {s['cases']} cases (points, curves, kernels jointly), "

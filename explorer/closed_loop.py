@@ -35,6 +35,19 @@ from __future__ import annotations
 
 import numpy as np
 
+#: InferenceX / InferenceMAX send ``num_prompts = 10 * concurrency`` requests per point
+#: (fronts.yaml meta.inferencex_conventions): one request in ten is in the opening burst.
+BENCHMARK_PROMPTS_PER_CLIENT = 10
+
+
+def start_burst_ttft_s(clients, prompt_s, prompts_per_client=BENCHMARK_PROMPTS_PER_CLIENT):
+    """Extra *mean* TTFT of a finite closed-loop benchmark that opens with every client sending at
+    once: the opening ``C`` prompts are prefilled back to back (``prompt_s`` engine seconds each),
+    waiting ``(C - 1)/2`` prompts on average, and they are ``1/prompts_per_client`` of all requests.
+    Steady state (what :func:`closed_loop` gives) ignores it; the measured mean includes it."""
+    c = np.asarray(clients, dtype=np.float64)
+    return np.maximum(c - 1.0, 0.0) / 2.0 * np.asarray(prompt_s, dtype=np.float64) / prompts_per_client
+
 
 def closed_loop(clients, b_cap, osl, t_dec_s, tau_s, ttft_service_s, rate_max=np.inf,
                 tpot_full_s=None) -> dict[str, np.ndarray]:

@@ -28,7 +28,6 @@ Reading rules (each documented where it is applied):
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -61,36 +60,14 @@ def _fixed_lengths(text: str) -> bool:
     return "fixed isl" in text.lower() or "fixed lengths" in text.lower()
 
 
-def _positive(raw: dict, key: str, required: bool = True) -> float | None:
-    v = raw.get(key)
-    if v is None:
-        if required:
-            raise ValueError(f"'{key}' is missing")
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        raise ValueError(f"'{key}' must be a positive finite number, got {v!r}")
-    return float(v)
-
-
-def _whole(raw: dict, key: str, default: int | None = None, minimum: int = 1) -> int:
-    v = raw.get(key, default)
-    if v is None:
-        if default is None:
-            raise ValueError(f"'{key}' is missing")
-        v = default
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < minimum:
-        raise ValueError(f"'{key}' must be a whole number >= {minimum}, got {v!r}")
-    if abs(v) > 2 ** 53:
-        raise ValueError(f"'{key}' is too large to represent, got {v!r}")
-    return int(v)
-
-
 def curve_cases(data: dict, where: str) -> list:
     """Every case of a curves file.  A malformed row becomes unsupported cases with the reason
     (never dropped, never an exception); a file that is not a curves file raises SpecError."""
     from explorer.hardware import Hardware
     from explorer.model import get_preset
     from explorer.validate import Case, gpu_hardware, precision_policy
+    from explorer.validate import positive_number as _positive
+    from explorer.validate import whole_number as _whole
 
     if not is_curves_file(data):
         raise SpecError(where, "rows", "expected top-level 'curves:' and 'rows:' lists (the shape of fronts.yaml)")
@@ -107,7 +84,7 @@ def curve_cases(data: dict, where: str) -> list:
         if rid in seen:
             rid = f"{rid}#{i}"
         seen.add(rid)
-        base = Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", float("nan"), kind="curve", regime="curve")
+        curve_id = str(raw.get("curve", "")) if isinstance(raw, dict) else ""
         try:
             if not isinstance(raw, dict):
                 raise ValueError(f"row is not a mapping: {raw!r}")
@@ -141,27 +118,30 @@ def curve_cases(data: dict, where: str) -> list:
             values = {"model": preset.shape.name, "precision": prec, "isl": max(1, round(isl * mean_factor)),
                       "osl": max(2, round(osl * mean_factor)), "tp": t, "pp": pp, "ep": ep, "dp": dp,
                       "batch": conc, "runtime": rt.name}
+            if _inferencex(text):
+                values["benchmark"] = "inferencex"  # num_prompts = 10*conc: the mean TTFT includes the opening burst
             family = "moe" if preset.shape.experts else "dense"
-            common = dict(kind="curve", regime="curve", hardware=hw.name, values=values, num_gpus=n_gpus,
-                          trust=str(raw.get("trust", "")), curve=cid, family=family, runtime=rt.name)
-            measured_gpu = _positive(raw, "tok_s_gpu", required=False)
-            derived = measured_gpu is None
-            if derived:
-                measured_gpu = _positive(raw, "tok_s_gpu_derived")
-                assert measured_gpu is not None
+            common: dict[str, Any] = dict(kind="curve", regime="curve", hardware=hw.name, values=values,
+                                          num_gpus=n_gpus, trust=str(raw.get("trust", "")), curve=cid,
+                                          family=family, runtime=rt.name)
+            got = _positive(raw, "tok_s_gpu", required=False)
+            derived = got is None
+            if got is None:
+                got = float(_positive(raw, "tok_s_gpu_derived") or 0.0)
                 if _inferencex(text):
-                    measured_gpu /= DERIVED_THROUGHPUT_BIAS
+                    got /= DERIVED_THROUGHPUT_BIAS
+            measured_gpu: float = got
             note = "derived throughput, de-biased /1.023" if derived and _inferencex(text) else (
                 "derived throughput (bias unknown)" if derived else "")
-            out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
-            out.append(Case(f"{rid}:tok_s_user", "tok_s_user", "tok/s/user", _positive(raw, "tok_s_user") or 0.0,
-                            **common))
+            measured_user = _positive(raw, "tok_s_user")
             ttft = _positive(raw, "mean_ttft_ms", required=False) or _positive(raw, "ttft_ms", required=False)
+            # every figure of the row is read before any case is made: a bad one fails them all
+            out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
+            out.append(Case(f"{rid}:tok_s_user", "tok_s_user", "tok/s/user", measured_user or 0.0, **common))
             if ttft is not None:
                 out.append(Case(f"{rid}:ttft", "ttft", "ms", ttft, **common))
         except (ValueError, TypeError, ExplorerError) as e:
-            reason = str(e) if not isinstance(e, ExplorerError) else str(e)
             for axis, unit in (("tok_s_gpu", "tok/s/gpu"), ("tok_s_user", "tok/s/user")):
                 out.append(Case(f"{rid}:{axis}", axis, unit, float("nan"), kind="curve", regime="curve",
-                                supported=False, reason=reason, curve=base.curve))
+                                supported=False, reason=str(e), curve=curve_id))
     return out

@@ -92,6 +92,8 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     out["b_a"] = np.array([FORMATS[p.activations].bytes_per_element for p in parsed])[inv_p]
     out["b_kv"] = np.array([FORMATS[p.kv_cache].bytes_per_element for p in parsed])[inv_p]
     out["compute_fmt"] = np.array([compute_index(p) for p in parsed], dtype=np.int64)[inv_p]
+    # weights stored in a weight-only format (dequantized inside the GEMM): hardware's eta_dequant applies
+    out["w_only"] = np.array([FORMATS[p.weights].tensor is None for p in parsed], dtype=np.float64)[inv_p]
     out["fmt_mask"] = np.array(
         [sum(1 << TENSOR_FORMATS.index(f) for f in tensor_formats_needed(p)) for p in parsed], dtype=np.int64
     )[inv_p]

@@ -32,6 +32,8 @@ def did_you_mean(name: str, options: Iterable[str]) -> str:
 
 def unknown(where: str, key: str | None, kind: str, name: object, options: Iterable[str]) -> SpecError:
     opts = sorted(str(o) for o in options)
+    text = str(name)
+    shown = text if len(text) <= 80 else text[:77] + "..."  # the message stays one readable line
     return SpecError(
-        where, key, f"unknown {kind} '{name}'{did_you_mean(str(name), opts)}; allowed: {', '.join(opts)}"
+        where, key, f"unknown {kind} '{shown}'{did_you_mean(text[:200], opts)}; allowed: {', '.join(opts)}"
     )

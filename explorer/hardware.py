@@ -80,6 +80,10 @@ class Hardware:
     aliases: tuple[str, ...] = ()
     path: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: compute efficiency of weight-only GEMMs (int8/int4/MXFP4 weights dequantized to the activation
+    #: format in the kernel) relative to plain ones of that format; a serving residual fitted by
+    #: calibration (``efficiency.dequant``), 1 = no penalty.  Memory-bound GEMMs are unaffected.
+    eta_dequant: float = 1.0
     # --- kernel-level cost parameters (``kernels:`` section; see KERNEL_PARAMS for the defaults)
     kernel_latency_s: float = 0.0  # fixed time of one GEMM/attention kernel run back to back (prologue, fill, tail)
     gemm_epilogue_exposed: float = 0.0  # share of a GEMM's output write that does not overlap its main loop
@@ -160,7 +164,7 @@ def _load_file(path: Path) -> Hardware:
     o.string("source")
     kern = _kernel_params(top.section("kernels", required=False))
     e = top.section("efficiency")
-    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "kind", "source", "notes", "calibration", "transferred"})
+    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "dequant", "kind", "source", "notes", "calibration", "transferred"})
     e.string("source")
     kind = e.string("kind", choices={"assumption", "calibration"})
 
@@ -188,6 +192,7 @@ def _load_file(path: Path) -> Hardware:
         eta_memory=e.number("memory", min_value=0, max_value=1, min_exclusive=True),
         eta_network=e.number("network", min_value=0, max_value=1, min_exclusive=True),
         eta_moe=e.number("moe", 1.0, min_value=0, max_value=1, min_exclusive=True),
+        eta_dequant=e.number("dequant", 1.0, min_value=0, max_value=1, min_exclusive=True),
         efficiency_kind=kind,
         aliases=tuple(a.lower() for a in aliases),
         path=where,

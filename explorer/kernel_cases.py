@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from explorer.costs.attention import decode_attention_time, prefill_attention_flops, prefill_attention_time
-from explorer.costs.comm import collective_s, ep_alltoall_s, nccl_protocols
+from explorer.costs.comm import collective_s, ep_alltoall_s, protocols_of
 from explorer.costs.gemm import gemm_cost
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
@@ -419,8 +419,7 @@ def _predict_decode(cs: list[Case], h: Hardware) -> np.ndarray:
 
 
 def _protocols(h: Hardware) -> list[tuple]:
-    return nccl_protocols(h.scaleup_latency_s, h.ll_step_s, h.ll128_step_s, h.ll_bw_fraction, h.ll128_bw_fraction,
-                          base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0)
+    return protocols_of(h)
 
 
 def _predict_collective(cs: list[Case], h: Hardware) -> np.ndarray:

@@ -4,11 +4,13 @@
 For one hardware kind the free parameters (:data:`PARAMS`: ``eta_compute``, ``eta_memory``,
 ``eta_network`` and the ``kernels:`` section's latencies, overlap shares and protocol fractions, each
 bounded to its physical range) minimise, by bounded least squares (scipy's trust-region reflective,
-a soft-L1 loss so that the few rows the model cannot represent do not steer it), the sum over every
+a Cauchy loss so that the few rows the model cannot represent -- a 1440-GPU ring, a pre-tuning
+FP4 kernel -- do not steer it), the sum over every
 supported row on that kind of ``log(predicted/measured)^2`` -- the whole set at once, never row by
 row -- plus a weak prior (weight :data:`PRIOR_WEIGHT`) pulling each parameter toward its prior:
 ``log(theta/theta_0)`` for efficiencies and fractions, ``(theta - theta_0)/scale`` for latencies and
-overheads (whose prior may be 0).  A parameter no row on the kind responds to is left at its prior.
+overheads (whose prior may be 0).  A parameter fewer than :data:`MIN_ROWS` rows on the kind respond to
+is left at its prior (never a constant fitted to one case).
 
 Held-out figures: :func:`cross_validate` refits without each *source* (every row of one
 publication or log held out at once: how the model does on a benchmark it has never seen) or
@@ -40,7 +42,10 @@ from explorer.kernel_cases import DEFAULT_KERNELS, TARGETS, load_kernel_cases, p
 from explorer.validate import Case
 
 PRIOR_WEIGHT = 0.3
-#: Soft-L1 scale on log error (rows further off than ~25% count linearly, not quadratically).
+#: A parameter is fitted on a kind only when at least this many of its rows respond to it (fewer, and
+#: it would be a constant fitted to a case or two): otherwise it stays at its (family) prior.
+MIN_ROWS = 3
+#: Robust-loss scale on log error (rows further off than ~25% count ever less than quadratically).
 LOSS_SCALE = 0.25
 #: YAML key -> (Hardware attribute, lower, upper (SI), YAML unit per SI unit, prior scale or None for log prior).
 PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
@@ -139,7 +144,7 @@ def by_kind(cases: list[Case], err: np.ndarray) -> dict[str, Any]:
 
 
 def fit_kind(hardware: str | Hardware, cases: list[Case], prior_weight: float = PRIOR_WEIGHT,
-             loss: str = "soft_l1", prior: dict[str, float] | None = None) -> KernelFit:
+             loss: str = "cauchy", prior: dict[str, float] | None = None) -> KernelFit:
     """Fit one hardware kind's kernel parameters to its supported cases (module docstring).
     ``prior`` (SI, by YAML key) overrides :func:`prior_values` for the keys it has."""
     from scipy.optimize import least_squares
@@ -164,10 +169,19 @@ def fit_kind(hardware: str | Hardware, cases: list[Case], prior_weight: float = 
     for j, k in enumerate(names):
         if lo[j] == hi[j]:
             continue
-        probe = theta0.copy()
-        probe[j] = theta0[j] + 0.05 * (hi[j] - lo[j]) if theta0[j] + 0.05 * (hi[j] - lo[j]) <= hi[j] \
-            else theta0[j] - 0.05 * (hi[j] - lo[j])
-        if np.max(np.abs(kernel_residuals(mine, _with(hw0, names, probe)) - r0), initial=0.0) > 1e-9:
+        # informed: at least MIN_ROWS rows move by > 2% when the parameter moves by a plausible step
+        # (x/÷1.25 or ±1 prior scale) -- or, for a parameter that only matters past a switch (NVLS vs
+        # ring), when it goes to one of its bounds
+        scale = PARAMS[k][4]
+        steps = [theta0[j] * 1.25, theta0[j] / 1.25] if scale is None else [theta0[j] + scale, theta0[j] - scale]
+        moved = np.zeros(len(r0), dtype=bool)
+        for v in [*steps, lo[j], hi[j]]:
+            probe = theta0.copy()
+            probe[j] = min(max(v, lo[j]), hi[j])
+            moved |= np.abs(kernel_residuals(mine, _with(hw0, names, probe)) - r0) > 0.02
+            if moved.sum() >= MIN_ROWS and v in steps:
+                break
+        if moved.sum() >= MIN_ROWS:
             active.append(k)
     ia = [names.index(k) for k in active]
     log_prior = np.array([PARAMS[k][4] is None for k in active])
@@ -201,6 +215,11 @@ FAMILIES = {"hopper": "hopper", "blackwell": "blackwell", "blackwell-ultra": "bl
             "cdna4": "cdna", "ampere": "ampere", "ada": "ada"}
 
 
+#: Fabric-specific parameters that siblings do not share (an NVL72 rack's switch trays are not an HGX
+#: board's): they keep their own file prior.
+NOT_FROM_FAMILY = ("nvls_eta", "nvls_latency_us")
+
+
 def family(hw: Hardware) -> str:
     return FAMILIES.get(hw.arch, hw.arch)
 
@@ -213,6 +232,8 @@ def family_prior(name: str, fits: dict[str, KernelFit]) -> dict[str, float]:
     others = [f for n, f in fits.items() if n != name and family(f.hardware) == fam]
     out: dict[str, float] = {}
     for k, (attr, _lo, _hi, _u, scale) in PARAMS.items():
+        if k in NOT_FROM_FAMILY:
+            continue
         vals = [float(getattr(f.hardware, attr)) for f in others if k in f.active]
         if vals:
             out[k] = float(np.exp(np.mean(np.log(np.maximum(vals, 1e-12))))) if scale is None else float(np.mean(vals))

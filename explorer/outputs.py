@@ -134,3 +134,34 @@ def check_append_file(path: str | os.PathLike, flag: str) -> None:
     else:
         folder = p.parent if str(p.parent) else Path(".")
         _probe(folder, p.name, flag, p)
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, stem: str) -> list[Path]:
+    """Remove the temporary files ``.STEM.*.PID.tmp*`` that a killed writer (``kill -9``: no clean-up
+    ran) left in ``folder``; only those whose process is gone.  Returns what was removed."""
+    import re
+
+    removed: list[Path] = []
+    pat = re.compile(rf"^\.{re.escape(stem)}\.(?:.*\.)?(\d+)\.tmp(\.html)?$")
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = pat.match(p.name)
+        if not m or not p.is_file():
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+            continue  # still running (another sweep is writing it)
+        except ProcessLookupError:
+            pass
+        except OSError:  # someone else's process: leave its files alone
+            continue
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed

@@ -22,12 +22,13 @@ import pandas as pd
 
 from explorer.hardware import HardwareTable
 from explorer.model import SHAPE_COLUMNS
+from explorer.runtime import DEFAULT_RUNTIME
 from explorer.simulate import REASONS
 
-PARAM_COLUMNS = ("model", "hardware", "precision") + SHAPE_COLUMNS + ("isl", "osl", "batch", "tp", "pp", "ep", "dp")
+PARAM_COLUMNS = ("model", "hardware", "precision", "runtime") + SHAPE_COLUMNS + ("isl", "osl", "batch", "tp", "pp", "ep", "dp")
 OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
 _INT_COLUMNS = set(SHAPE_COLUMNS) | {"isl", "osl", "batch", "tp", "pp", "ep", "dp", "reason_code", "gpus"}
-_DROP = {"b_w", "b_a", "b_kv", "compute_fmt", "fmt_mask", "hw_idx", "moe_imbalance"}
+_DROP = {"b_w", "b_a", "b_kv", "compute_fmt", "fmt_mask", "hw_idx", "moe_imbalance", "w_only"}  # + the rt_* columns
 
 
 def reasons_vector(design: Mapping[str, np.ndarray], res: Mapping[str, np.ndarray],
@@ -91,10 +92,11 @@ def results_frame(
     cols["model"] = np.broadcast_to(np.asarray(text.get("model", "custom"), dtype=object), (n,))
     cols["hardware"] = np.array([h.name for h in table.kinds], dtype=object)[np.asarray(design["hw_idx"], dtype=int)]
     cols["precision"] = np.broadcast_to(np.asarray(text.get("precision", ""), dtype=object), (n,))
-    for k in PARAM_COLUMNS[3:]:
+    cols["runtime"] = np.broadcast_to(np.asarray(text.get("runtime", DEFAULT_RUNTIME), dtype=object), (n,))
+    for k in PARAM_COLUMNS[4:]:
         cols[k] = np.asarray(design[k]).astype(np.int64)
     for k, v in res.items():
-        if k in _DROP:
+        if k in _DROP or k.startswith("rt_"):
             continue
         cols[k] = np.asarray(v).astype(np.int64) if k in _INT_COLUMNS else np.asarray(v)
     cols["reason"] = reasons_vector(design, res, {"precision": cols["precision"], "hardware": cols["hardware"]})

@@ -40,8 +40,9 @@ DEFAULT_RUNTIME = "trtllm"
 FITTED_KEYS: dict[str, tuple[float, float, float]] = {
     "step_us": (US, 0.0, 5e-3),
     "per_sequence_us": (US, 0.0, 100e-6),
-    "per_request_us": (US, 0.0, 0.5),
+    "per_request_us": (US, 0.0, 2.0),
     "attention": (1.0, 0.2, 1.0),
+    "compute": (1.0, 0.2, 1.0),
 }
 SCHEDULING = ("mixed", "separate")
 ADMISSION = ("reserve_full", "on_demand")
@@ -55,10 +56,13 @@ class RuntimeFit:
     per_sequence_s: float
     per_request_s: float
     attention: float
+    #: the runtime's GEMMs reach this share of the hardware's microbenchmark compute efficiency
+    #: (kernel choice, fusions and shapes of a served step; fitted residual, 1 = as the benchmarks)
+    compute: float = 1.0
 
     def as_yaml_units(self) -> dict[str, float]:
         return {"step_us": self.step_s / US, "per_sequence_us": self.per_sequence_s / US,
-                "per_request_us": self.per_request_s / US, "attention": self.attention}
+                "per_request_us": self.per_request_s / US, "attention": self.attention, "compute": self.compute}
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,13 @@ def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
     vals = {}
     for k, (scale, lo, hi) in FITTED_KEYS.items():
         default = base.get(k, None) if prior else ...
-        v = sec.number(k, default, min_value=lo / scale, max_value=hi / scale if k == "attention" else None)
+        if k == "compute" and default is ...:
+            default = 1.0
+        v = sec.number(k, default, min_value=lo / scale,
+                       max_value=hi / scale if k in ("attention", "compute") else None)
         vals[k] = float(v) * scale
-    return RuntimeFit(vals["step_us"], vals["per_sequence_us"], vals["per_request_us"], vals["attention"])
+    return RuntimeFit(vals["step_us"], vals["per_sequence_us"], vals["per_request_us"], vals["attention"],
+                      vals["compute"])
 
 
 def _load_file(path: Path) -> Runtime:
@@ -199,7 +207,7 @@ def clear_cache() -> None:
 
 #: Design columns a runtime contributes (all numeric, per design point).
 RUNTIME_COLUMNS = ("rt_mixed", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
-                   "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention")
+                   "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute")
 
 
 def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.ndarray) -> dict[str, np.ndarray]:
@@ -213,7 +221,7 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.nd
                      ("rt_graph_step", rt.graph_step if rt.graph_padding else 0),
                      ("rt_graph_max", rt.graph_max_batch if rt.graph_padding else 0),
                      ("rt_step_s", f.step_s), ("rt_per_seq_s", f.per_sequence_s),
-                     ("rt_request_s", f.per_request_s), ("rt_attention", f.attention)):
+                     ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute)):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -215,10 +216,27 @@ class SearchRun:
     seconds: float
 
 
+def _stop_when_orphaned(stop: GracefulInterrupt, parent: int | None) -> None:
+    """A worker whose sweep was killed (``kill -9``: nothing forwarded) finishes its batch and stops
+    instead of running its share alone."""
+    if parent is None:
+        return
+
+    def watch() -> None:
+        while not stop.requested:
+            if os.getppid() != parent:
+                stop.requested = True
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="explorer-orphan-watch", daemon=True).start()
+
+
 def _worker_main(job: dict[str, Any]) -> None:
     """Entry point of a spawned worker process."""
     with GracefulInterrupt() as stop:  # from the start: the parent may forward a stop at any time
         _quiet()
+        _stop_when_orphaned(stop, job.get("parent"))
         try:
             space = space_from_text(job["space_text"], job["space_where"])
             sampler = make_sampler(job["sampler"], job["seed"], space.search.population_size, job.get("startup", 10))
@@ -275,18 +293,23 @@ def _run_workers(space, spec, study, study_name, trials, sampler, seed, before, 
     ctx = mp.get_context("spawn")
     share = [trials // workers + (1 if i < trials % workers else 0) for i in range(workers)]
     procs = []
-    for i, n in enumerate(share):
-        if n == 0:
-            continue
-        job = {"space_where": space.where, "space_text": space.text, "sampler": sampler,
-               "seed": derive_seed(seed, before, i + 1), "spec": spec, "study": study_name, "n": n, "batch": batch,
-               "startup": tpe_startup(before + trials)}
-        p = ctx.Process(target=_worker_main, args=(job,), name=f"explorer-sweep-{i}")
-        p.start()
-        procs.append(p)
+    # a signal while a worker is being started must not cut its start-up data short: it is noted,
+    # and acted on once every started worker can be told to stop
+    with GracefulInterrupt() as starting:
+        for i, n in enumerate(share):
+            if n == 0 or starting.requested:
+                continue
+            job = {"space_where": space.where, "space_text": space.text, "sampler": sampler,
+                   "seed": derive_seed(seed, before, i + 1), "spec": spec, "study": study_name, "n": n,
+                   "batch": batch, "startup": tpe_startup(before + trials), "parent": os.getpid()}
+            p = ctx.Process(target=_worker_main, args=(job,), name=f"explorer-sweep-{i}")
+            p.start()
+            procs.append(p)
     interrupted = False
     shown = 0
     try:
+        if starting.requested:
+            raise KeyboardInterrupt
         while alive := [p for p in procs if p.is_alive()]:
             alive[0].join(timeout=0.5)
             if bar.total:
@@ -309,7 +332,8 @@ def _run_workers(space, spec, study, study_name, trials, sampler, seed, before, 
         interrupted = True
     bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 130)]
     if bad and not interrupted:
-        raise RuntimeError("sweep worker(s) failed: " + ", ".join(f"#{i} exit {c}" for i, c in bad))
+        raise SpecError("--workers", None, "sweep worker(s) failed: " + ", ".join(f"#{i} exit {c}" for i, c in bad)
+                        + " (their error is above); the trials they finished are kept")
     run = len(study.get_trials(deepcopy=False)) - before
     return run, interrupted
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
-from explorer.costs.comm import allreduce_s, alltoall_s, link, p2p_s
+from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
 from explorer.costs.gemm import GemmCost, gemm_cost
 from explorer.hardware import HardwareTable
 from explorer.model import (
@@ -58,7 +58,7 @@ from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
-                  "fmt_mask", "hw_idx", "moe_imbalance") + RUNTIME_COLUMNS
+                  "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
 #: Bytes per element of tensor-parallel all-reduces (bf16 even for FP8/FP4 models, as
@@ -128,6 +128,9 @@ class _HW:
         self.step_overhead = g("step_overhead_s")
         self.eta_c, self.eta_m, self.eta_n = g("eta_compute"), g("eta_memory"), g("eta_network")
         self.eta_moe = g("eta_moe")
+        self.eta_dequant = g("eta_dequant")
+        self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
+        self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
         self.per_seq = g("per_sequence_s")
         peaks = table.peak_matrix()  # [kinds, formats]
         self.peak = peaks[idx, compute_fmt.astype(np.int64)]
@@ -169,12 +172,16 @@ class _HW:
             # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
             # the same achievable bandwidth as any other weight (it used to divide reads too, which
             # tripled the memory-bound expert time of small-batch MoE decode)
+            # weight-only formats dequantize in the kernel: their compute runs at eta_dequant of the
+            # plain GEMM's (the bf16 router and LM head are never weight-only)
+            deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0)
             g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
                           peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms,
                           tiles_m=self.moe_tiles_m if moe else self.tiles_m,
                           tiles_n=self.moe_tiles_n if moe else self.tiles_n, max_split_k=self.max_split_k,
-                          eta_c=self.eta_c * (self.eta_moe if moe else 1.0), eta_m=self.eta_m, launch_s=0.0,
-                          groups=cols[6])
+                          eta_c=self.eta_c * (self.eta_moe if moe else 1.0) * deq, eta_m=self.eta_m, launch_s=0.0,
+                          groups=cols[6], latency_s=self.kind.kernel_latency_s,
+                          epilogue_exposed=self.kind.gemm_epilogue_exposed)
             fields = [getattr(g, k) for k in GemmCost.__dataclass_fields__]
             for row, i in enumerate(sel):
                 out[i] = GemmCost(*(a[row] for a in fields))
@@ -197,6 +204,7 @@ class _Shape:
         self.isl, self.osl, self.B = _col(c, "isl"), _col(c, "osl"), _col(c, "batch")
         self.b_w, self.b_a, self.b_kv = _col(c, "b_w"), _col(c, "b_a"), _col(c, "b_kv")
         self.imb = _col(c, "moe_imbalance")
+        self.w_only = _col(c, "w_only") > 0 if "w_only" in c else np.zeros(len(self.H), dtype=bool)
         # serving runtime (explorer/runtime.py)
         self.rt_mixed = _col(c, "rt_mixed") > 0
         self.rt_max_tokens, self.rt_max_batch = _col(c, "rt_max_tokens"), _col(c, "rt_max_batch")
@@ -204,6 +212,7 @@ class _Shape:
         self.rt_graph_step, self.rt_graph_max = _col(c, "rt_graph_step"), _col(c, "rt_graph_max")
         self.rt_step, self.rt_per_seq = _col(c, "rt_step_s"), _col(c, "rt_per_seq_s")
         self.rt_request, self.rt_attention = _col(c, "rt_request_s"), _col(c, "rt_attention")
+        self.rt_compute = _col(c, "rt_compute") if "rt_compute" in c else np.ones(len(self.H))
         self.counts = param_counts(c)
         self.n_moe = np.where(self.E > 0, self.L - _col(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
@@ -242,15 +251,26 @@ def expected_max_load_factor(n: np.ndarray, slots: np.ndarray) -> np.ndarray:
     return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
 
 
-def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
-    """Decode batch as a CUDA graph runs it: captured sizes 1, 2, 4, then multiples of ``step``, up
-    to ``max_batch`` (above it, or with ``step == 0``, the step runs unpadded)."""
-    b = np.asarray(b, dtype=np.float64)
+def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
     small = np.power(2.0, np.ceil(np.log2(np.maximum(b, 1.0))))
     stepped = np.ceil(b / np.maximum(step, 1.0)) * np.maximum(step, 1.0)
     padded = np.where(b <= 4.0, small, np.maximum(stepped, b))
     use = (step > 0) & (b <= max_batch) & (b > 0)
     return np.where(use, np.minimum(padded, np.maximum(max_batch, b)), b)
+
+
+def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+    """Decode batch as a CUDA graph runs it: captured sizes 1, 2, 4, then multiples of ``step``, up
+    to ``max_batch`` (above it, or with ``step == 0``, the step runs unpadded).
+
+    ``b`` is a steady-state mean, so the padded size is the expectation over the two whole batches
+    around it (``floor(b)`` and ``ceil(b)``, weighted by the fraction): a mean of 8.01 pads to 8.08,
+    not to 16 -- the step function applied to a mean would jump where the served batch does not."""
+    b = np.asarray(b, dtype=np.float64)
+    lo, hi = np.floor(b), np.ceil(b)
+    w = b - lo
+    return (1.0 - w) * _pad_whole(np.maximum(lo, np.minimum(b, 1.0)), step, max_batch) \
+        + w * _pad_whole(hi, step, max_batch)
 
 
 def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None) -> dict:
@@ -318,17 +338,28 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m * s.rt_attention)
     t_attn = np.maximum(attn_c, attn_m)
     # --- collectives
-    bw_t, lat_t = link(t, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
-    t_ar = allreduce_s(M * H * ALLREDUCE_BYTES, t, bw_t, lat_t, hw.eta_n)
+    # the collective model of explorer/costs/comm.py (NCCL's algorithms and protocols, fitted on the
+    # kernels file); serving runs its TP all-reduces inside CUDA graphs (custom or NCCL kernels), so
+    # the per-call launch/proxy cost of a stand-alone collective is left out (call_s = 0) -- each
+    # collective's launch is one of the step's counted kernels
+    k_ = hw.kind
+    t_ar = np.where(t > 1, collective_s(M * H * ALLREDUCE_BYTES, t, domain=float(k_.scaleup_domain),
+                                        up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
+                                        out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s,
+                                        eta_n=k_.eta_network, kind="allreduce", protocols=protocols_of(k_),
+                                        call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
+                                        mesh=k_.scaleup_mesh), 0.0)
     is_moe = s.E > 0
     if np.any(is_moe & (s.e > 1)):
-        group_ep = s.t * s.dp
-        bw_e, lat_e = link(group_ep, hw.domain, hw.up_bw, hw.up_lat, hw.out_bw, hw.out_lat)
-        tok_origin = T_tot / group_ep
-        a2a_frac = (s.e - 1.0) / s.e
-        t_a2a = (alltoall_s(tok_origin * s.k * H * s.b_a * a2a_frac, s.e, bw_e, lat_e, hw.eta_n)
-                 + alltoall_s(tok_origin * s.k * H * COMBINE_BYTES * a2a_frac, s.e, bw_e, lat_e, hw.eta_n))
-        t_a2a = np.where(is_moe, t_a2a, 0.0)
+        tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back
+
+        def a2a(token_bytes):
+            return ep_alltoall_s(tok_origin, s.k, token_bytes, s.e, domain=float(k_.scaleup_domain),
+                                 up_bw=k_.scaleup_bw, out_bw=k_.scaleout_bw, eta_n=k_.eta_network,
+                                 up_step_s=k_.scaleup_latency_s, out_step_s=k_.scaleout_latency_s,
+                                 call_s=k_.collective_latency_s)[0]
+
+        t_a2a = np.where(is_moe & (s.e > 1), a2a(H * s.b_a) + a2a(H * COMBINE_BYTES), 0.0)  # dispatch + combine
     else:
         t_a2a = np.zeros_like(T_tot)
     # --- per-layer sums (averaged over dense and MoE layers)
@@ -377,7 +408,20 @@ def _stage_total(s: _Shape, step, hw: _HW) -> tuple[dict, np.ndarray]:
     return parts, sum(parts.values())
 
 
-def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[np.ndarray, np.ndarray]):
+def dp_straggler_factor(dp: np.ndarray, f_chunk: np.ndarray) -> np.ndarray:
+    """How much more engine time a prompt costs when ``dp`` attention data-parallel ranks step
+    together (their MoE layers synchronise every step) and each rank's steps carry a prompt chunk
+    with probability ``f_chunk``: a step is as slow as its slowest rank, so it carries a chunk's
+    cost with probability ``1 - (1 - f)^dp`` instead of ``f``.  Returns that ratio (``dp`` for rare
+    chunks, 1 when every step carries one, 1 without attention DP).  Assumes independent ranks
+    (TensorRT-LLM's attention-DP balancing, which waits to align context steps, would lower it)."""
+    f = np.clip(np.asarray(f_chunk, dtype=np.float64), 1e-9, 1.0)
+    dp = np.maximum(np.asarray(dp, dtype=np.float64), 1.0)
+    return np.where(dp > 1, (1.0 - np.power(1.0 - f, dp)) / f, 1.0)
+
+
+def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[np.ndarray, np.ndarray],
+            f_chunk: np.ndarray | None = None):
     """Step times of one engine (attention group) whose decode steps run ``b`` sequences (per
     micro-batch) and that receives ``n_pf`` new prompts per step.
 
@@ -405,6 +449,8 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_pad, 0.0) + Q) + host
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
     tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
+    if f_chunk is not None and np.any(s.dp > 1):  # attention-DP ranks wait for the one with a chunk
+        tau = tau * dp_straggler_factor(s.dp, f_chunk)
     chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
@@ -414,6 +460,7 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
     return {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host,
             "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
+            "prompt_s": T_pre_step * s.isl / Q,
             "p2p": (p - 1.0) * p2p(b_pad), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
 
 
@@ -430,7 +477,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     every other figure is identical.
     """
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
-    if idx.size > GROUP_BY_HARDWARE_ROWS and np.any(idx != idx.flat[0]):
+    if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
         return _by_hardware(c, table, detail, idx)
     if idx.size > CHUNK_ROWS:  # bounded temporaries: large tables run in cache-friendly chunks
         return _chunked(c, table, detail, idx.size)
@@ -441,6 +488,8 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     # such as FlashMLA compute in bf16 whatever the cache format)
     a_idx = np.where((s.b_a >= 2.0) | s.mla, 0, TENSOR_FORMATS.index("fp8"))
     hw = _HW(table, idx, cfmt, a_idx)
+    hw.w_only = s.w_only
+    hw.eta_c = hw.eta_c * s.rt_compute  # the runtime's served GEMMs vs the kernel benchmarks (fitted residual)
     # Missing formats: compute with the bf16 peak so figures stay finite; the row is infeasible.
     hw.peak = np.where(np.isfinite(hw.peak), hw.peak, hw.bf16_peak)
     hw.peak_attn = np.where(np.isfinite(hw.peak_attn), hw.peak_attn, hw.bf16_peak)
@@ -482,12 +531,14 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     # prompts' cost (the engine's time shares: N_dec*T_dec + X*tau = 1 with X = b_avg/((OSL-1)*TPOT))
     b_step = np.maximum(np.minimum(clients, np.maximum(b_cap, 1.0)), 1e-9)
     n_pf = np.maximum(1.0, b_step / np.maximum(s.osl - 1.0, 1.0))  # first guess: X*TPOT = b/(OSL-1)
+    f_chunk = None  # share of a rank's steps that carry a prompt chunk (from the previous pass)
     for _ in range(FIXED_POINT_ITERATIONS):  # fixed-point iterations on the batches the steps are costed at
-        eng = _engine(s, hw, b_step, n_pf, link_pp)
+        eng = _engine(s, hw, b_step, n_pf, link_pp, f_chunk)
         op = closed_loop(clients, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
                          eng["rate_max"], eng["T_full"])
         b_step = np.maximum(op["step_batch"], 1e-9)
         n_pf = np.maximum(1.0, op["request_rate"] * op["tpot_s"])
+        f_chunk = np.clip(op["request_rate"] * op["tpot_s"] * s.isl / eng["Q"], 0.0, 1.0)
     tpot = op["tpot_s"]
     prefill_share = tpot - eng["T_dec"]
     b_run = np.maximum(op["decode_batch"], 0.0)
@@ -541,6 +592,9 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         "params_total": cnt["total"],
         "params_active": cnt["active"],
         "tokens_per_step": b_run * (1.0 + s.isl / s.osl),
+        # engine seconds per prompt when prompts run back to back (a burst of arrivals)
+        "prefill_s_per_request": eng["prompt_s"],
+        "clients_per_engine": clients,
     }
     for k in COMPONENTS:
         res[f"t_{k}_s"] = bd[k]
@@ -555,9 +609,10 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     return res
 
 
-#: Tables with several hardware kinds and more rows than this are scored one kind at a time (the
-#: GEMM tile scan is cheaper when every row shares one tile list); results are identical.
-GROUP_BY_HARDWARE_ROWS = 4096
+#: (Tables with several hardware kinds are always scored one kind at a time: the kernel-level constants
+#: of explorer/costs -- GEMM latency, collective protocols -- are then plain numbers of that kind, and
+#: the GEMM tile scan is cheaper when every row shares one tile list.)
+GROUP_BY_HARDWARE_ROWS = 0
 
 
 #: Rows scored per call inside :func:`simulate`; larger tables are split (measured on the 2-core

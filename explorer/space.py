@@ -46,12 +46,14 @@ from explorer.hardware import HARDWARE_DIR, Hardware, HardwareTable, load_hardwa
 from explorer.model import SHAPE_COLUMNS, ModelShape, get_preset, param_counts
 from explorer.precision import parse_precision
 from explorer.results import results_frame
+from explorer.runtime import DEFAULT_RUNTIME, load_runtime
 from explorer.simulate import REASONS, simulate
 from explorer.specio import (
     MAX_PARALLEL,
     MAX_SEED,
     MAX_SIZE,
     Section,
+    check_name_text,
     check_number,
     parse_yaml_text,
     read_text_file,
@@ -71,8 +73,8 @@ OBJECTIVE_COLUMNS = (
 DEFAULT_OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
 
 WORKLOAD_KEYS = ("isl", "osl")
-DEPLOY_KEYS = ("batch", "precision", "tp", "pp", "ep", "dp", "moe_imbalance")
-TEXT_PARAMS = ("hardware", "model", "precision")
+DEPLOY_KEYS = ("batch", "precision", "runtime", "tp", "pp", "ep", "dp", "moe_imbalance")
+TEXT_PARAMS = ("hardware", "model", "precision", "runtime")
 FLAG_PARAMS = ("gated", "tied", "qkv_bias")
 _MIN1 = {"hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "isl", "osl", "batch", "tp", "pp",
          "ep", "dp"}
@@ -350,6 +352,7 @@ class SearchSpace:
             hw = np.asarray([self.hardware_files.get(u, u) for u in uniq], dtype=object)[inv]
         values["hardware"] = hw
         values["precision"] = cols["precision"].astype(str)
+        values["runtime"] = cols["runtime"].astype(str)
         if self.uses_model:
             values["model"] = cols["model"].astype(str)
         design, table = build_design(values, self.where)
@@ -427,7 +430,8 @@ class SearchSpace:
         space's own parameters, the final ``feasible``/``reason_code``/``reason`` and ``c_*``."""
         model = _map_text(ev.cols["model"], lambda m: get_preset(m).shape.name) if self.uses_model else "custom"
         prec = _map_text(ev.cols["precision"], lambda p: parse_precision(p).label)
-        df = results_frame(ev.design, ev.table, ev.res, text={"model": model, "precision": prec})
+        rt = _map_text(ev.cols["runtime"], lambda r: load_runtime(r).name)
+        df = results_frame(ev.design, ev.table, ev.res, text={"model": model, "precision": prec, "runtime": rt})
         if not self.uses_model:
             bad = np.isin(ev.code, _SHAPE_RULES)
             for k in SHAPE_COLUMNS:
@@ -620,6 +624,9 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         raise SpecError(where, "deployment.batch", "required key is missing (concurrent sequences per replica)")
     params["batch"] = _num_param(dep, "batch")
     params["precision"] = _text_param(dep, "precision", _check_precision) if dep.has("precision") else Fixed("bf16")
+    # serving runtime profile(s) (runtimes/*.yaml); a list competes on one front
+    params["runtime"] = (_text_param(dep, "runtime", _check_runtime) if dep.has("runtime")
+                         else Fixed(DEFAULT_RUNTIME))
     for k in ("tp", "pp", "ep", "dp", "moe_imbalance"):
         params[k] = _num_param(dep, k) if dep.has(k) else Fixed(_DEPLOY_DEFAULTS[k])
     _check_ep(params, where, has_model)
@@ -789,6 +796,7 @@ def _check_hardware(v: Any, where: str, key: str) -> Hardware:
     space file's folder, then in the current folder."""
     if not isinstance(v, str) or not v.strip():
         raise SpecError(where, key, f"expected a hardware name or YAML file path, got {v!r}")
+    check_name_text(v, where, key, "hardware")
     target = v
     if _is_path(v):
         p = Path(v).expanduser()
@@ -811,6 +819,13 @@ def _check_model(v: Any, where: str, key: str) -> str:
     if not isinstance(v, str):
         raise SpecError(where, key, f"expected a model preset name, got {v!r}")
     return get_preset(v, where, key).shape.name
+
+
+def _check_runtime(v: Any, where: str, key: str) -> str:
+    if not isinstance(v, str):
+        raise SpecError(where, key, f"expected a runtime name (trtllm, vllm, sglang), got {v!r}")
+    check_name_text(v, where, key, "runtime")
+    return load_runtime(v, where, key).name
 
 
 def _check_precision(v: Any, where: str, key: str) -> str:

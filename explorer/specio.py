@@ -20,6 +20,11 @@ MAX_PARALLEL = 2**20
 #: Largest seed (NumPy's and Optuna's samplers take 32-bit seeds).
 MAX_SEED = 2**32 - 1
 
+#: Sizes a spec number may have (besides 0): the simulator multiplies figures in float64, so a file
+#: value of 1e308 (or 1e-300) would overflow to inf (or vanish) instead of meaning anything.
+MAX_MAGNITUDE = 1e15
+MIN_MAGNITUDE = 1e-15
+
 #: Largest spec file read (bytes): the shipped files are below 1 MB; anything far larger is not a spec.
 MAX_SPEC_BYTES = 64 * 1024 * 1024
 #: Most nodes a document may expand to through YAML aliases (refuses "billion laughs" documents).
@@ -30,7 +35,7 @@ class _StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses duplicate mapping keys (naming both lines) and documents whose
     aliases expand beyond :data:`MAX_EXPANDED_NODES` nodes."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, Any] = {}
             for key_node, _ in node.value:
@@ -51,7 +56,7 @@ class _StrictLoader(yaml.SafeLoader):
                 seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
-    def get_single_data(self):
+    def get_single_data(self) -> Any:
         node = self.get_single_node()
         if node is None:
             return None
@@ -111,6 +116,18 @@ def parse_yaml_text(text: str, where: str) -> Any:
         raise SpecError(where, None, "malformed YAML: nested too deeply (more than a few hundred levels)") from None
 
 
+def check_name_text(v: str, where: str, key: str | None, what: str = "name") -> str:
+    """A name or path given as text, before it reaches the file system: no NUL character, no part
+    longer than a file name may be (255 bytes), at most 4096 bytes in all."""
+    if "\x00" in v:
+        raise SpecError(where, key, f"{what} {_short(v)} contains a NUL character")
+    parts = v.replace("\\", "/").split("/")
+    if len(v.encode("utf-8", "surrogatepass")) > 4096 or any(len(x.encode("utf-8", "surrogatepass")) > 255
+                                                            for x in parts):
+        raise SpecError(where, key, f"{what} {_short(v)} is too long for a file name")
+    return v
+
+
 def read_text_file(path: str | Path, kind: str = "text", max_bytes: int = MAX_SPEC_BYTES) -> str:
     """The UTF-8 text of a regular file; a missing, unreadable, non-text or oversized file is a
     one-line :class:`SpecError` naming it."""
@@ -120,7 +137,9 @@ def read_text_file(path: str | Path, kind: str = "text", max_bytes: int = MAX_SP
     except FileNotFoundError:
         raise SpecError(str(p), None, "file not found") from None
     except OSError as e:
-        raise SpecError(str(p), None, f"cannot read file ({e.strerror or e})") from None
+        raise SpecError(_short(str(p)), None, f"cannot read file ({e.strerror or e})") from None
+    except ValueError:  # a NUL character in the path
+        raise SpecError(_short(str(p)), None, "not a usable file path (NUL character)") from None
     import stat as _stat
 
     if _stat.S_ISDIR(st.st_mode):
@@ -245,4 +264,7 @@ def check_number(
     if max_value is not None and v > max_value:
         allowed = f" (allowed: {min_value} .. {max_value})" if min_value is not None else ""
         raise SpecError(where, key, f"must be <= {max_value}{allowed}, got {_short(v)}")
+    if v != 0 and not MIN_MAGNITUDE <= abs(v) <= MAX_MAGNITUDE:  # beyond what float64 arithmetic carries
+        raise SpecError(where, key, f"{_short(v)} is out of range: a spec number is 0 or between "
+                                    f"{MIN_MAGNITUDE:g} and {MAX_MAGNITUDE:g} in size")
     return v

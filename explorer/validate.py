@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.closed_loop import start_burst_ttft_s
 from explorer.costs.comm import allreduce_s, link
 from explorer.costs.gemm import gemm_cost
 from explorer.design import build_design
@@ -150,6 +151,29 @@ def whole_number(raw: dict, key: str, default: int | None = None, minimum: int =
     return int(v)
 
 
+def _kernel_row(raw: dict, metric: str, conc: Any, cid: str) -> dict | None:
+    """A measurements.yaml GEMM or all-reduce row in the shape of a kernels.yaml row (so it is
+    scored by explorer.kernel_cases' cost functions, like every kernel row)."""
+    gpu_class = gpu_hardware(raw.get("gpu")).name.split("-")[0].upper()  # a100-80gb -> A100, h200 -> H200
+    base = {"id": cid, "gpu": raw.get("gpu"), "gpu_class": gpu_class,
+            "num_gpus": raw.get("num_gpus") or 1, "value": raw.get("value"), "source": raw.get("source", ""),
+            "trust": raw.get("trust", "high"), "library": "cuBLASLt" if metric == "gemm_achieved_tflops" else "NCCL"}
+    if metric == "gemm_achieved_tflops":
+        parts = str(conc).lower().split("x")
+        if len(parts) != 3 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
+            raise ValueError(f"GEMM shape must be MxNxK with positive whole sizes, got '{conc}'")
+        m, n, k = (int(x) for x in parts)
+        return {**base, "kind": "gemm", "dtype": str(raw.get("precision") or "bf16").lower(), "m": m, "n": n, "k": k,
+                "metric": "achieved_tflops"}
+    if metric == "nccl_allreduce_busbw":
+        size = _size_bytes(conc)
+        if not math.isfinite(size) or size <= 0:
+            raise ValueError(f"message size must be positive, got '{conc}'")
+        return {**base, "kind": "allreduce", "dtype": "bf16", "message_bytes": int(size),
+                "num_gpus": whole_number(raw, "num_gpus", 8, minimum=2), "metric": "busbw_GB_s"}
+    return None
+
+
 def _runtime_of(cid: str, raw: dict) -> str:
     """Serving runtime of a measurements.yaml row: gpt-fast rows by id or source, TensorRT-LLM
     otherwise (every other inference row in the file comes from TensorRT-LLM's benchmarks)."""
@@ -185,6 +209,14 @@ def parse_case(raw: Any, index: int) -> Case:
         if metric in KERNEL_METRICS:
             if unit.lower() not in KERNEL_METRICS[metric]:
                 raise ValueError(f"unit '{unit}' does not fit metric {metric}")
+            as_kernel = _kernel_row(raw, metric, conc, cid)
+            if as_kernel is not None:  # GEMM and all-reduce rows: the kernels.yaml cost path (one formula)
+                from explorer import kernel_cases
+
+                k = kernel_cases.parse_kernel_rows([as_kernel], "measurements")[0]
+                k.regime = "kernel_gemm" if metric == "gemm_achieved_tflops" else "kernel_allreduce"
+                k.trust = case.trust
+                return k
             if metric == "gemm_achieved_tflops":
                 parts = str(conc).lower().split("x")
                 if len(parts) != 3 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
@@ -301,7 +333,11 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
     if field_ == "tokens_per_s_total":
         return float(res["tokens_per_s_per_gpu"][i]) * case.num_gpus
     if field_ == "ttft_ms":
-        return float(res["ttft_s"][i]) * 1e3
+        ttft = float(res["ttft_s"][i])
+        if case.kind == "curve" and case.values.get("benchmark") == "inferencex":
+            # a measured mean over 10*C requests includes the opening burst (explorer/closed_loop.py)
+            ttft += float(start_burst_ttft_s(res["clients_per_engine"][i], res["prefill_s_per_request"][i]))
+        return ttft * 1e3
     return float(res[field_][i])
 
 
@@ -345,7 +381,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
         for b in batches:
             for k, v in c.values.items():
-                if k not in ("batch", "runtime", "serverless"):
+                if k not in ("batch", "runtime", "serverless", "benchmark"):
                     rows.setdefault(k, []).append(v)
             rows.setdefault("batch", []).append(int(b))
             rows.setdefault("hardware", []).append(hw(c.hardware))
@@ -387,15 +423,16 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 if cases[src].note and not cases[ci].note.startswith("derived"):
                     cases[ci].note = cases[ci].note or cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
+    # kernels.yaml rows (they carry their kernel group) are scored by explorer.kernel_cases
     kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in SERVED_KINDS
-                   and c.kind not in ("gemm", "hbm", "allreduce")]
+                   and (c.kind not in ("gemm", "hbm", "allreduce") or "group" in c.values)]
     if kernel_like:
         from explorer import kernel_cases
 
         sub = [cases[ci] for ci in kernel_like]
         out[np.array(kernel_like)] = kernel_cases.predict_kernel_cases(sub, hw)
     for ci, c in enumerate(cases):
-        if not c.supported or c.kind not in ("gemm", "hbm", "allreduce"):
+        if not c.supported or c.kind not in ("gemm", "hbm", "allreduce") or "group" in c.values:
             continue
         h = hw(c.hardware)
         if c.kind == "gemm":

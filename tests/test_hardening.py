@@ -473,3 +473,35 @@ def test_outputs_of_a_clean_sweep_hold_no_lock_or_temporary_file(tmp_path):
     assert run_cli(["sweep", space, "--out", out, "--trials", "5", "--no-refine"]).rc == 0
     assert sorted(p.name for p in out.iterdir()) == ["mini.csv", "mini.html", "mini.journal"]
     assert TrialState.COMPLETE.name in journal_states(out / "mini.journal")
+
+
+def test_16_temporary_files_of_a_killed_run_are_cleared_by_the_next(tmp_path):
+    space = mini_space(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    for name in (f".mini.csv.{dead}.tmp", f".mini.{dead}.tmp.html"):
+        (out / name).write_text("half")
+    (out / f".mini.csv.{os.getppid()}.tmp").write_text("a live writer's")  # its process is alive
+    assert run_cli(["sweep", space, "--out", out, "--trials", "3", "--no-refine"]).rc == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f".mini.csv.{os.getppid()}.tmp", "mini.csv", "mini.html", "mini.journal"])
+
+
+def test_7_a_disk_that_fills_up_during_the_run_is_one_line_and_keeps_the_trials(tmp_path, monkeypatch):
+    import errno
+
+    import explorer.commands.sweep as sweep_cmd
+
+    def full(df, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(sweep_cmd, "_atomic_csv", full)
+    space = mini_space(tmp_path)
+    out = tmp_path / "out"
+    r = quiet_sweep(space, out, "--trials", "4")
+    assert_one_line_error(r, "sweep", ["mini.csv"])
+    assert "No space left on device" in r.err and "all 4 finished trials are safe" in r.err
+    monkeypatch.undo()
+    assert quiet_sweep(space, out, "--trials", "0").rc == 0 and len(pd.read_csv(out / "mini.csv")) == 4

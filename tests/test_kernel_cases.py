@@ -285,8 +285,6 @@ def test_is_kernels_file():
 KINDS = {"h100": "H100", "b200": "B200", "mi355x": "MI355X", "a100-80gb": "A100"}
 
 
-@pytest.mark.xfail(reason="kernel-model work in progress when the session stopped (issue 8 note): "
-                          "the GEMM latency model and the all-reduce regimes do not meet the bar yet", strict=False)
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(sorted(KINDS)), st.integers(1, 20000), st.integers(16, 30000), st.integers(16, 30000),
        st.sampled_from(["bf16", "fp8"]))
@@ -356,8 +354,6 @@ def test_every_row_is_kept_and_unsupported_ones_say_why(shipped):
     assert np.all(np.isfinite(pred[[c.supported for c in cases]]))
 
 
-@pytest.mark.xfail(reason="kernel-model work in progress when the session stopped (issue 8 note): "
-                          "the GEMM latency model and the all-reduce regimes do not meet the bar yet", strict=False)
 def test_shipped_kernels_meet_the_bar(shipped):
     """median |predicted/measured - 1| <= 15% for GEMMs, <= 20% for attention and collectives."""
     cases, pred = shipped

@@ -29,6 +29,11 @@ def run(args) -> int:
 
     files = list(args.measurements) if args.measurements else list(DEFAULT_FILES)
     path = ", ".join(str(f) for f in files)
+    from explorer.specio import check_name_text
+
+    check_name_text(args.hardware, "--hardware", None, "hardware")
+    if args.transfer_from:
+        check_name_text(args.transfer_from, "--transfer-from", None, "hardware")
     if args.transfer_from:
         from explorer.calibrate import transfer
         from explorer.errors import SpecError

@@ -7,7 +7,7 @@ import json
 from typing import Any, cast
 
 from explorer.errors import SpecError
-from explorer.specio import MAX_PARALLEL, MAX_SIZE
+from explorer.specio import MAX_PARALLEL, MAX_SIZE, check_name_text
 
 
 def _whole(text: str, minimum: int, maximum: int) -> int:
@@ -60,7 +60,10 @@ def register(sub) -> None:
     p.add_argument("--dp", type=_degree, default=1, help="attention data-parallel groups per stage")
     p.add_argument("--precision", default="bf16",
                    help="bf16 | fp16 | fp8 | fp4 | w4a8 | mxfp4 | w8a16 | w4a16, or 'w:fp4/a:fp8/kv:fp8'")
-    p.add_argument("--batch", type=_batch, default=1, help="concurrent sequences per replica, or 'max'")
+    p.add_argument("--batch", type=_batch, default=1,
+                   help="concurrent requests per replica (closed-loop clients), or 'max'")
+    p.add_argument("--runtime", default="trtllm",
+                   help="serving runtime profile: trtllm | vllm | sglang (runtimes/*.yaml; default trtllm)")
     p.add_argument("--isl", type=_positive_int, default=1024, help="input tokens per request")
     p.add_argument("--osl", type=_positive_int, default=1024, help="output tokens per request")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -90,8 +93,10 @@ def run(args) -> int:
         fields.update({k: int(v) for k, v in shape.items()})
         model = ModelShape(**fields, name=f"{base.name}*").validate("evaluate")
         shape = {}
+    check_name_text(args.hardware, "--hardware", None, "hardware")
+    check_name_text(args.runtime, "--runtime", None, "runtime")
     r = evaluate(model, args.hardware, batch=args.batch, isl=args.isl, osl=args.osl, tp=args.tp, pp=args.pp,
-                 ep=args.ep, dp=args.dp, precision=args.precision)
+                 ep=args.ep, dp=args.dp, precision=args.precision, runtime=args.runtime)
     if args.json:
         print(json.dumps(r, indent=1, default=float))
     else:
@@ -103,11 +108,13 @@ def format_result(r: dict) -> str:
     d = r["deployment"]
     lines = [
         f"model {r['model']}  on {r['hardware']}  precision {r['precision']}  "
-        f"tp={d['tp']} pp={d['pp']} ep={d['ep']} dp={d['dp']}  batch={r['batch']}  ISL/OSL={d['isl']}/{d['osl']}",
+        f"tp={d['tp']} pp={d['pp']} ep={d['ep']} dp={d['dp']}  runtime {r['runtime']}  "
+        f"concurrency={r['batch']}  ISL/OSL={d['isl']}/{d['osl']}",
         f"  feasible            {'yes' if r['feasible'] else 'NO: ' + r['reason']}",
         f"  tokens/s/GPU        {r['tokens_per_s_per_gpu']:12,.1f}",
         f"  tokens/s/user       {r['tokens_per_s_per_user']:12,.1f}   (TPOT {r['tpot_s'] * 1e3:.2f} ms)",
-        f"  TTFT                {r['ttft_s'] * 1e3:12,.1f} ms (unloaded)",
+        f"  TTFT                {r['ttft_s'] * 1e3:12,.1f} ms (closed loop, queueing included)",
+        f"  decode batch        {r['decode_batch']:12,.1f}   (steady state; {r['queued_requests']:.1f} requests queued)",
         f"  GPUs per replica    {int(r['gpus']):12d}",
         f"  memory per GPU      {r['memory_bytes_per_gpu'] / 1e9:12,.1f} GB of {r['memory_capacity_bytes'] / 1e9:.1f} GB "
         f"usable (weights {r['weights_bytes_per_gpu'] / 1e9:.1f}, KV {r['kv_bytes_per_gpu'] / 1e9:.1f}, "
@@ -122,7 +129,8 @@ def format_result(r: dict) -> str:
     lines.append(f"    {'total':10s} {total * 1e3:9.3f} ms")
     if "batch_search" in r:
         bs = r["batch_search"]
-        lines.append(f"  batch 'max': best of {bs['candidates']} candidates; memory allows {bs['memory_limited_batch']}, "
-                     f"caps {bs['limits']['max_batch_per_group']} sequences and "
-                     f"{bs['limits']['max_tokens_per_step']} tokens/step per group")
+        caps = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (bs.get("limits") or {}).items())
+        lines.append(f"  batch 'max': best of {bs['candidates']} candidates; memory allows {bs['memory_limited_batch']}"
+                     + (f"; runtime limits: {caps}" if caps else "")
+                     + ("" if bs.get("any_feasible", True) else "; no candidate is feasible"))
     return "\n".join(lines)

@@ -26,6 +26,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from explorer.errors import SpecError
     from explorer.outputs import check_output_file
     from explorer.report import load_results, write_report
 
@@ -43,7 +44,11 @@ def run(args) -> int:
     elif src.suffix.lower() in (".html", ".htm"):
         out = src
     else:
-        out = src.with_suffix(".html")
+        try:
+            out = src.with_suffix(".html")
+        except ValueError:  # '', '.', '..': no file name to put the report beside
+            raise SpecError(str(src) or "report", None, "expected a results table (.csv) or a report (.html)") \
+                from None
     # the output is checked before any work (an HTML input may be re-rendered in place)
     check_output_file(out, "--output", suffixes=(".html", ".htm"))
     measured = None

@@ -126,6 +126,11 @@ def run(args) -> int:
         print(f"explorer sweep: interrupted; {_safe_trials(r, spec)} are safe in {spec.describe()}; "
               f"'{_rebuild_command(args)}' rebuilds the CSV and report", file=sys.stderr)
         return 130
+    except OSError as e:  # the disk filled up or a folder became unwritable during the run
+        where = getattr(e, "filename", None) or spec.describe()
+        raise SpecError(str(where), None, f"cannot write ({e.strerror or e}); {_safe_trials(r, spec)} are safe in "
+                                          f"{spec.describe()}; '{_rebuild_command(args)}' rebuilds the outputs") \
+            from None
 
 
 def _load_measured(args):
@@ -182,6 +187,9 @@ def _check_outputs(args, out: Path, study: str, sampler: str, spec) -> None:
     except BaseException:
         remove_created(created)
         raise
+    from explorer.outputs import remove_stale_temporaries
+
+    remove_stale_temporaries(out, study)  # what a killed run of this study left half-written
 
 
 # --------------------------------------------------------------------------------------------

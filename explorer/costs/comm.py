@@ -112,6 +112,13 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
     return np.where(n > 1, best + call_s, 0.0)
 
 
+def protocols_of(h) -> list[tuple]:
+    """NCCL protocol candidates of a hardware kind (anything with the Hardware attributes): shared
+    by the kernel validation and the serving simulator."""
+    return nccl_protocols(h.scaleup_latency_s, h.ll_step_s, h.ll128_step_s, h.ll_bw_fraction, h.ll128_bw_fraction,
+                          base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0)
+
+
 def allreduce_s(nbytes, n, bw, alpha, eta_n) -> np.ndarray:
     """Ring all-reduce with the bandwidth and per-step latency of the link the group uses."""
     return collective_s(nbytes, n, domain=np.inf, up_bw=bw, up_step_s=alpha, out_bw=bw, out_step_s=alpha,

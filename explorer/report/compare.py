@@ -23,9 +23,9 @@ from explorer.report.sweep import _workload, front_of, prepare_table
 
 COMPARE_SCHEMA = "explorer-compare/1"
 #: Parameters summarised on each front (those present in both tables).
-PARAMETERS = ("model", "hardware", "precision", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
+PARAMETERS = ("model", "hardware", "precision", "runtime", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
               "experts", "experts_per_token", "expert_ffn", "batch", "tp", "pp", "ep", "dp", "gpus", "params_active")
-_TEXT = {"model", "hardware", "precision"}
+_TEXT = {"model", "hardware", "precision", "runtime"}
 #: Columns kept for each input's front on the comparison page.
 FRONT_COLUMNS = tuple(dict.fromkeys((F.X, F.Y, "feasible", "on_front", "ttft_s", "tpot_s", "memory_bytes_per_gpu",
                                      "memory_capacity_bytes", "params_total", *PARAMETERS)))

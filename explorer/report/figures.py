@@ -43,14 +43,14 @@ LABELS = {
 }
 
 #: Parameters offered in the frontier's colour dropdown, in this order, when present.
-COLOR_CANDIDATES = ("precision", "hardware", "model", "tp", "pp", "ep", "dp", "batch", "hidden", "ffn",
+COLOR_CANDIDATES = ("precision", "runtime", "hardware", "model", "tp", "pp", "ep", "dp", "batch", "hidden", "ffn",
                     "layers", "heads", "kv_heads", "experts", "experts_per_token", "expert_ffn", "gpus",
                     "params_active")
 #: Parameters drawn along the front (always, when present); others only when they vary there.
 ALONG_ALWAYS = ("hidden", "ffn", "layers", "batch", "tp", "pp", "ep", "precision", "params_active")
 ALONG_IF_VARIES = ("dp", "heads", "kv_heads", "experts", "experts_per_token", "expert_ffn", "hardware", "model")
 _LOG_Y = {"batch", "params_active", "params_total", "gpus"}
-_TEXT = {"model", "hardware", "precision"}
+_TEXT = {"model", "hardware", "precision", "runtime"}
 _MAX_LEVELS = 16
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
@@ -74,7 +74,7 @@ def _label(c: str) -> str:
 
 def hover_columns(df: pd.DataFrame) -> list[str]:
     """Columns shown in the frontier's hover (those present), in display order."""
-    want = ["model", "hardware", "precision", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
+    want = ["model", "hardware", "precision", "runtime", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
             "experts", "experts_per_token", "expert_ffn", "batch", "tp", "pp", "ep", "dp", "gpus", "ttft_s",
             "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes", "params_total", "params_active",
             *BREAKDOWN, "trial", "reason"]
@@ -93,7 +93,7 @@ def hover_template(cols: Sequence[str], with_reason: bool) -> str:
         return f"%{{customdata[{i[c]}]{fmt}}}" if c in i else "?"
 
     lines = []
-    head = [f(c) for c in ("model", "hardware", "precision") if c in i]
+    head = [f(c) for c in ("model", "hardware", "precision", "runtime") if c in i]
     if head:
         lines.append("<b>" + " · ".join(head) + "</b>")
     lines.append("tokens/s/user %{x:.4~g} · tokens/s/GPU %{y:.4~g}")

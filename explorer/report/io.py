@@ -16,7 +16,7 @@ from explorer.errors import SpecError
 from explorer.model import SHAPE_COLUMNS
 from explorer.report.codec import decode_table, find_block
 from explorer.report.sweep import SCHEMA, build_report_html
-from explorer.specio import MAX_PARALLEL, MAX_SIZE, read_text_file
+from explorer.specio import MAX_PARALLEL, MAX_SIZE, check_name_text, read_text_file
 
 DATA_ID = "explorer-data"
 #: Schemas of pages that carry a data block but are not sweep reports.
@@ -32,7 +32,10 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise SpecError(str(path), None, f"output folder '{folder}' does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise SpecError(str(path), None, f"cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -42,11 +45,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):  # a full disk, a folder made read-only meanwhile: one line, nothing left
+            raise SpecError(str(path), None, f"cannot write: {e.strerror or e}") from None
         raise
     return path
 
@@ -79,9 +84,10 @@ def read_data_block(path: str | os.PathLike, schema: str = SCHEMA) -> dict[str, 
         raise SpecError(str(path), None, "corrupt report data block: not a JSON object")
     found = obj.get("schema")
     if found != schema:
-        if found in OTHER_SCHEMAS and schema == SCHEMA:
+        if isinstance(found, str) and found in OTHER_SCHEMAS and schema == SCHEMA:
             raise SpecError(str(path), "schema", f"'{found}' is {OTHER_SCHEMAS[found]}")
-        raise SpecError(str(path), "schema", f"unknown report schema {found!r}; this version of explorer reads "
+        shown = repr(found) if len(repr(found)) <= 60 else repr(found)[:57] + "..."
+        raise SpecError(str(path), "schema", f"unknown report schema {shown}; this version of explorer reads "
                         f"'{schema}'")
     return obj
 
@@ -117,7 +123,7 @@ _COUNT_COLUMNS = ("trial", "reason_code", "gpus")
 _FLOAT_COLUMNS = _OBJECTIVES + ("ttft_s", "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes",
                                 "weights_bytes_per_gpu", "kv_bytes_per_gpu", "params_total", "params_active")
 _BOOL_COLUMNS = ("feasible", "on_front")
-_TEXT_COLUMNS = ("model", "hardware", "precision", "reason", "source", "kept")
+_TEXT_COLUMNS = ("model", "hardware", "precision", "runtime", "reason", "source", "kept")
 _TRUE = {"true", "1", "1.0", "yes"}
 _FALSE = {"false", "0", "0.0", "no"}
 
@@ -182,6 +188,9 @@ def check_results_table(df: pd.DataFrame, where: str) -> pd.DataFrame:
         col = out[c]
         if c in _TEXT_COLUMNS or not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
             out[c] = col.astype(object).where(col.notna(), "").astype(str).astype(object)
+    if "hardware" in out.columns:  # the names reach the file system (hardware files are looked up)
+        for name in pd.unique(out["hardware"]):
+            check_name_text(str(name), where, "hardware", "hardware")
     return out
 
 

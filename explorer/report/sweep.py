@@ -164,6 +164,10 @@ def compute_references(df: pd.DataFrame, front: pd.DataFrame, meta: Mapping[str,
     paths: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     load = [str(paths[h]) if h in paths and Path(str(paths[h])).is_file() else h for h in hardware]
     try:
+        from explorer.specio import check_name_text
+
+        for h in load:  # names from a table: before they reach the file system
+            check_name_text(h, "references", "hardware", "hardware")
         ref = reference_fronts(presets, load, isl, osl, precisions)
     except ExplorerError as e:
         note["error"] = str(e)

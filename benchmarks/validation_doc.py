@@ -1,0 +1,146 @@
+"""Regenerate docs/validation.md from the shipped validation files and the calibrated hardware and
+runtime files.
+
+    python benchmarks/cross_validate.py --json /tmp/cv.json     # held-out figures (a few minutes)
+    python benchmarks/validation_doc.py --cv /tmp/cv.json       # writes docs/validation.md + PNGs
+
+In-sample figures come from ``explorer.validate.validate`` on each file; held-out ones from the
+cross-validation JSON (whole curves and single points left out, refit, predicted).  The figures are
+drawn by benchmarks/validation_figures.py (matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from explorer.validate import load_cases, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+VAL = ROOT / "validation"
+
+
+def pct(x: float | None) -> str:
+    return "" if x is None or not np.isfinite(x) else f"{x:.1%}"
+
+
+def stats(errs) -> tuple[int, float, float, float]:
+    a = np.asarray(list(errs), dtype=float)
+    if not len(a):
+        return 0, float("nan"), float("nan"), float("nan")
+    return len(a), float(np.median(np.abs(a))), float(np.percentile(np.abs(a), 90)), float(np.median(a))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cv", help="output of benchmarks/cross_validate.py --json")
+    args = ap.parse_args()
+    cv = json.loads(Path(args.cv).read_text()) if args.cv else {"errors": {}, "curves": {}}
+    held = cv["errors"]
+    fronts = validate(VAL / "fronts.yaml")
+    points = validate(VAL / "measurements.yaml")
+    kernels = validate(VAL / "kernels.yaml") if (VAL / "kernels.yaml").exists() else None
+    fig = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation_figures.py")]
+                         + (["--cv", args.cv] if args.cv else []), capture_output=True, text=True, check=True)
+    table = "\n".join(line for line in fig.stdout.splitlines() if line.startswith("|"))
+    pngs = sorted(p.name for p in (ROOT / "docs").glob("validation-*.png"))
+
+    cases = {c.id: c for c in load_cases(VAL / "fronts.yaml")}
+    L: list[str] = []
+    w = L.append
+    w("# Validation: how wrong the simulator is, case by case")
+    w("")
+    w(f"Regenerated {dt.date.today().isoformat()} by `python benchmarks/validation_doc.py` (after "
+      "`explorer calibrate --hardware all --write` and `python benchmarks/cross_validate.py`).  Data, each "
+      "row with its source: `validation/fronts.yaml` (49 measured serving curves, 261 rows: InferenceX / "
+      "InferenceMAX runs of DeepSeek-R1, Llama-3.3-70B, gpt-oss-120b, Qwen3-235B on H100, H200, B200, MI300X, "
+      "MI325X under SGLang, TensorRT-LLM and vLLM), `validation/measurements.yaml` (86 published points) and "
+      "`validation/kernels.yaml` (663 kernel microbenchmarks).  One calibration per hardware kind fits them "
+      "all at once (docs/simulator.md, explorer/calibrate.py).")
+    w("")
+    w("## Serving curves (fronts.yaml)")
+    w("")
+    w("Each row is a closed-loop run at one client concurrency; the simulator is asked for the same model, "
+      "GPU, runtime (`framework`), tp/ep, precision and mean lengths (0.9 L for InferenceX's uniform "
+      "[0.8 L, L]) at batch = concurrency.  Derived InferenceX throughputs are divided by 1.023 (fronts.yaml "
+      "`meta.derived_throughput`).  **Held out** = the curve's kind refitted without any row of that curve, "
+      "then the curve predicted: the figure to expect on curves we do not have.")
+    w("")
+    w("| | rows | median \\|error\\| | p90 \\|error\\| | median signed |")
+    w("|---|---:|---:|---:|---:|")
+    s = fronts["summary"]["curves"]
+    for axis, name in (("tok_s_gpu", "tokens/s/GPU"), ("tok_s_user", "tokens/s/user"), ("ttft", "TTFT (mean)")):
+        st = s[axis]["all"]
+        w(f"| {name}, in-sample | {st['n']} | {pct(st['median_abs_error'])} | {pct(st['p90_abs_error'])} | "
+          f"{st['median_signed_error']:+.1%} |")
+        n, med, p90, sgn = stats(v for k, v in held.items() if k.endswith(":" + axis))
+        if n:
+            w(f"| {name}, **held out (leave one curve out)** | {n} | {pct(med)} | {pct(p90)} | {sgn:+.1%} |")
+        for fam in ("dense", "moe"):
+            n, med, p90, sgn = stats(v for k, v in held.items() if k.endswith(":" + axis) and k in cases
+                                     and cases[k].family == fam)
+            if n:
+                w(f"| &nbsp;&nbsp;{fam}, held out | {n} | {pct(med)} | {pct(p90)} | {sgn:+.1%} |")
+    w("")
+    w("By runtime (in-sample, tokens/s/GPU): " + "; ".join(
+        f"{k} {pct(v['median_abs_error'])} median, {pct(v['p90_abs_error'])} p90 ({v['n']} rows)"
+        for k, v in s["tok_s_gpu"]["by_runtime"].items()) + ".")
+    w("")
+    w("Curve by curve (median signed error over the curve's rows; in-sample, then held out):")
+    w("")
+    w(table)
+    w("")
+    w("Predicted (circles, solid) against measured (squares, dashed), one picture per model family, drawn "
+      "by benchmarks/validation_figures.py:")
+    w("")
+    for p in pngs:
+        w(f"![{p}]({p})")
+    w("")
+    w("## Points (measurements.yaml)")
+    w("")
+    ps = points["summary"]
+    n, med, p90, sgn = stats(v for k, v in held.items() if ":" not in k)
+    w("| | cases | median \\|error\\| | p90 \\|error\\| |")
+    w("|---|---:|---:|---:|")
+    w(f"| served cases, in-sample | {ps['inference']['n']} | {pct(ps['inference']['median_abs_error'])} | "
+      f"{pct(ps['inference']['p90_abs_error'])} |")
+    if n:
+        w(f"| served cases, **leave one out** | {n} | {pct(med)} | {pct(p90)} |")
+    for k, st in ps["by_regime"].items():
+        w(f"| {k}, in-sample | {st['n']} | {pct(st['median_abs_error'])} | {pct(st['p90_abs_error'])} |")
+    w("")
+    w(f"Supported {ps['supported']} of {ps['cases']}; unsupported with the reason `validate` prints: "
+      + "; ".join(f"`{u['id']}` ({u['reason']})" for u in ps["unsupported"]) + ".")
+    w("")
+    worst = sorted(((k, v) for k, v in held.items() if ":" not in k), key=lambda kv: -abs(kv[1]))[:10]
+    if worst:
+        w("Worst held-out points: " + "; ".join(f"`{k}` {v:+.0%}" for k, v in worst) + ".")
+        w("")
+    if kernels is not None:
+        ks = kernels["summary"]
+        w("## Kernels (kernels.yaml)")
+        w("")
+        w("In-sample, by kind (held-out figures and the models: docs/kernels.md):")
+        w("")
+        w("| kind | rows | median \\|error\\| | p90 \\|error\\| |")
+        w("|---|---:|---:|---:|")
+        for k, st in ks.get("by_kind", {}).items():
+            w(f"| {k} | {st['n']} | {pct(st['median_abs_error'])} | {pct(st['p90_abs_error'])} |")
+        w("")
+    above = fronts["summary"]["above_roofline"] + points["summary"]["above_roofline"]
+    w(f"Predictions above the physical roofline (every efficiency 1, no host work): {len(above)}.")
+    w("")
+    w(Path(ROOT / "docs" / "validation_notes.md").read_text() if (ROOT / "docs" / "validation_notes.md").exists()
+      else "")
+    (ROOT / "docs" / "validation.md").write_text("\n".join(L) + "\n")
+    print("wrote docs/validation.md")
+
+
+if __name__ == "__main__":
+    main()
