@@ -241,7 +241,11 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
     if key in _CACHE:
         return _CACHE[key]
     p = Path(key)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    try:
+        is_file = p.suffix in (".yaml", ".yml") or p.exists()
+    except (OSError, ValueError):  # a name too long for the filesystem, or with a NUL: not a path
+        is_file = False
+    if is_file:
         hw = _load_file(p)
         _CACHE[key] = hw
         return hw

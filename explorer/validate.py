@@ -494,7 +494,8 @@ def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardwa
     for c, p, r in zip(cases, pred, roof, strict=True):
         ok = c.supported and math.isfinite(p)
         row = {
-            "id": c.id, "metric": c.metric, "unit": c.unit, "measured": c.measured,
+            "id": c.id, "metric": c.metric, "unit": c.unit,
+            "measured": c.measured if math.isfinite(c.measured) else None,  # strict JSON: no NaN
             "predicted": float(p) if ok else None,
             "error": float(p / c.measured - 1.0) if ok else None,
             "supported": bool(ok), "reason": c.reason, "regime": c.regime, "hardware": c.hardware,
@@ -518,7 +519,7 @@ def _stats(errors: list[float]) -> dict[str, Any]:
     if not errors:
         return {"n": 0}
     a = np.abs(np.array(errors))
-    lg = np.abs(np.log1p(np.array(errors)))
+    lg = np.abs(np.log(np.maximum(1.0 + np.array(errors), 1e-300)))  # finite even for a prediction ~0
     return {
         "n": len(errors),
         "median_abs_error": float(np.median(a)),

@@ -505,3 +505,29 @@ def test_7_a_disk_that_fills_up_during_the_run_is_one_line_and_keeps_the_trials(
     assert "No space left on device" in r.err and "all 4 finished trials are safe" in r.err
     monkeypatch.undo()
     assert quiet_sweep(space, out, "--trials", "0").rc == 0 and len(pd.read_csv(out / "mini.csv")) == 4
+
+
+def test_16_sigterm_while_workers_start_stops_them_all(tmp_path, monkeypatch):
+    """A signal that arrives while a worker is being started is held until every started worker can
+    be told to stop (before, the sweep exited while its workers ran on, and waited for them)."""
+    import multiprocessing.context as mpc
+
+    original = mpc.SpawnProcess.start
+
+    def start_then_terminate(self):
+        original(self)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(mpc.SpawnProcess, "start", start_then_terminate)
+    space = mini_space(tmp_path)
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_cli(["sweep", space, "--out", out, "--no-report", "--no-refine", "--trials", "100000",
+                 "--workers", "2"])
+    assert r.rc == 130, r.err
+    assert time.monotonic() - t0 < 120
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []  # every started worker stopped and was joined
+    states = journal_states(out / "mini.journal")
+    assert "RUNNING" not in states, states

@@ -1,4 +1,4 @@
-"""``explorer models`` and ``explorer hardware``: what is available."""
+"""``explorer models``, ``explorer hardware`` and ``explorer runtimes``: what is available."""
 
 from __future__ import annotations
 
@@ -13,6 +13,24 @@ def register(sub) -> None:
     h = sub.add_parser("hardware", help="list hardware kinds")
     h.add_argument("--json", action="store_true", help="print JSON")
     h.set_defaults(func=run_hardware)
+    r = sub.add_parser("runtimes", help="list serving-runtime profiles")
+    r.add_argument("--json", action="store_true", help="print JSON")
+    r.set_defaults(func=run_runtimes)
+
+
+def run_runtimes(args) -> int:
+    from explorer.runtime import describe, list_runtimes
+
+    rows = [describe(rt) for rt in list_runtimes()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'name':9s} {'prompts':9s} {'tokens/step':>11s} {'max batch':>9s} {'KV admission':13s} {'graphs':6s}  "
+          "fitted on")
+    for r_ in rows:
+        print(f"{r_['name']:9s} {r_['prompts']:9s} {r_['max_tokens_per_step']:11d} {r_['max_batch']:9d} "
+              f"{r_['kv_admission']:13s} {'padded' if r_['cuda_graph_padding'] else '-':6s}  {', '.join(r_['fitted_on'])}")
+    return 0
 
 
 def run_models(args) -> int:
