@@ -57,6 +57,7 @@ PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
     "moe": ("eta_moe", 0.2, 1.0, 1.0, None),
     "dequant": ("eta_dequant", 0.2, 1.0, 1.0, None),
     "kernel_launch_us": ("kernel_launch_s", 0.0, 30e-6, 1e6, 5e-6),
+    "moe_group_us": ("moe_group_s", 0.0, 20e-6, 1e6, 2e-6),
 }
 #: runtime parameters (per runtime on the kind): name -> (RuntimeFit field, prior scale or None for log prior)
 RT_PARAMS: dict[str, tuple[str, float | None]] = {
@@ -68,6 +69,8 @@ RT_PARAMS: dict[str, tuple[str, float | None]] = {
 }
 EFFICIENCY_KEYS = ("compute", "memory", "network", "moe", "dequant")
 OVERHEAD_KEYS = ("kernel_launch_us",)
+#: fitted figures written into the efficiency block besides the efficiencies
+EFFICIENCY_EXTRA = ("moe_group_us",)
 
 
 def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
@@ -245,6 +248,7 @@ def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None =
         f"  network: {_fmt(v['network'])}",
         f"  moe: {_fmt(v['moe'])}",
         f"  dequant: {_fmt(v['dequant'])}",
+        f"  moe_group_us: {_fmt(v['moe_group_us'])}",
         "  kind: calibration",
         f"  source: \"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}: "
         f"bounded least squares on log error over {s['cases']} cases (points, curves, kernels jointly), "

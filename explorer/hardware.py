@@ -84,6 +84,9 @@ class Hardware:
     #: format in the kernel) relative to plain ones of that format; a serving residual fitted by
     #: calibration (``efficiency.dequant``), 1 = no penalty.  Memory-bound GEMMs are unaffected.
     eta_dequant: float = 1.0
+    #: fixed seconds per expert group of a grouped (MoE) GEMM: each touched expert's tiles start their
+    #: own weight pipeline (prologue, scheduling); fitted by calibration (``efficiency.moe_group_us``)
+    moe_group_s: float = 0.0
     # --- kernel-level cost parameters (``kernels:`` section; see KERNEL_PARAMS for the defaults)
     kernel_latency_s: float = 0.0  # fixed time of one GEMM/attention kernel run back to back (prologue, fill, tail)
     gemm_epilogue_exposed: float = 0.0  # share of a GEMM's output write that does not overlap its main loop
@@ -164,7 +167,7 @@ def _load_file(path: Path) -> Hardware:
     o.string("source")
     kern = _kernel_params(top.section("kernels", required=False))
     e = top.section("efficiency")
-    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "dequant", "kind", "source", "notes", "calibration", "transferred"})
+    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "dequant", "moe_group_us", "kind", "source", "notes", "calibration", "transferred"})
     e.string("source")
     kind = e.string("kind", choices={"assumption", "calibration"})
 
@@ -193,6 +196,7 @@ def _load_file(path: Path) -> Hardware:
         eta_network=e.number("network", min_value=0, max_value=1, min_exclusive=True),
         eta_moe=e.number("moe", 1.0, min_value=0, max_value=1, min_exclusive=True),
         eta_dequant=e.number("dequant", 1.0, min_value=0, max_value=1, min_exclusive=True),
+        moe_group_s=e.number("moe_group_us", 0.0, min_value=0, max_value=100) * US,
         efficiency_kind=kind,
         aliases=tuple(a.lower() for a in aliases),
         path=where,

@@ -129,6 +129,7 @@ class _HW:
         self.eta_c, self.eta_m, self.eta_n = g("eta_compute"), g("eta_memory"), g("eta_network")
         self.eta_moe = g("eta_moe")
         self.eta_dequant = g("eta_dequant")
+        self.moe_group = g("moe_group_s")
         self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
         self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
         self.per_seq = g("per_sequence_s")
@@ -315,7 +316,8 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None) -> dict:
         (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
     ]
     return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "n_pre": n_pre, "P": P, "M": M,
-            "T_tot": T_tot, "slots_gpu": slots_gpu, "shared_w": shared_w, "requests": requests}
+            "T_tot": T_tot, "slots_gpu": slots_gpu, "shared_w": shared_w, "requests": requests,
+            "touched": np.where(M_moe > 0, touched, 0.0)}
 
 
 def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
@@ -368,7 +370,9 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
     # permute (gather tokens by expert) and unpermute (weighted scatter-add, bf16): read + write each
     t_perm = plan["slots_gpu"] * H * (2.0 * s.b_a + 2.0 * COMBINE_BYTES) / (hw.hbm_bw * hw.eta_m)
-    t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm)
+    # each touched expert of the slowest GPU costs its grouped GEMMs (up, down) a fixed start-up
+    t_groups = np.where(s.E > 0, 2.0 * plan["touched"] * hw.moe_group, 0.0)
+    t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm + t_groups)
     t_comm = 2.0 * t_ar + wm * t_a2a
     comp = {
         "gemm_c": qkv.compute_s + o.compute_s + wd * (up.compute_s + down.compute_s)
