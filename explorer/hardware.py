@@ -128,9 +128,7 @@ def _load_file(path: Path) -> Hardware:
          "kernels", "efficiency", "notes"}
     )
     name = top.string("name")
-    aliases = top.raw("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise SpecError(where, "aliases", f"expected a list of names, got {aliases!r}")
+    aliases = top.names("aliases")
 
     c = top.section("compute")
     c.check_keys({"peak_TFLOPS", "sms", "gemm_tiles", "max_split_k", "source", "notes"})

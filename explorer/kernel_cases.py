@@ -53,6 +53,7 @@ from explorer.costs.comm import collective_s, ep_alltoall_s, protocols_of
 from explorer.costs.gemm import gemm_cost
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
+from explorer.precision import tensor_format_in
 from explorer.specio import read_yaml
 from explorer.validate import Case
 
@@ -146,15 +147,9 @@ def _num(row: dict, key: str, *, integer: bool = False, positive: bool = True, d
 
 def _fmt(dtype: Any, default: str | None = None) -> str:
     """Tensor format of a dtype label: fp4, fp8, fp16 or bf16."""
-    s = str(dtype or "").lower()
-    if "fp4" in s:
-        return "fp4"
-    if "fp8" in s:
-        return "fp8"
-    if "bf16" in s:
-        return "bf16"
-    if "fp16" in s:
-        return "fp16"
+    fmt = tensor_format_in(dtype)
+    if fmt is not None:
+        return fmt
     if default is not None:
         return default
     raise RowError(f"dtype '{dtype}' is not a tensor format")

@@ -104,6 +104,16 @@ class Precision:
         return compute_format(self.weights, self.activations)
 
 
+def tensor_format_in(label: object) -> str | None:
+    """The tensor-core format a free-text precision label names (``"FP8 (fp8_block ...)"`` -> fp8,
+    ``"NVFP4"`` / ``"MXFP4"`` -> fp4), or None.  FP4 before FP8 before BF16 before FP16."""
+    s = str(label or "").lower()
+    for fmt in ("fp4", "fp8", "bf16", "fp16"):
+        if fmt in s:
+            return fmt
+    return None
+
+
 def get_format(name: str, where: str = "precision", key: str | None = None) -> Format:
     f = FORMATS.get(str(name).lower())
     if f is None:

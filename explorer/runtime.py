@@ -122,9 +122,7 @@ def _load_file(path: Path) -> Runtime:
     top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "overheads",
                     "fitted", "notes"})
     name = top.string("name")
-    aliases = top.raw("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise SpecError(where, "aliases", f"expected a list of names, got {aliases!r}")
+    aliases = top.names("aliases")
     s = top.section("scheduling")
     s.check_keys({"prompts", "max_tokens_per_step", "max_batch", "kv_admission", "source", "notes"})
     s.string("source")

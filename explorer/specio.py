@@ -201,6 +201,13 @@ class Section:
             return default
         return self.data[name]
 
+    def names(self, name: str) -> list[str]:
+        """A list of names (``aliases: [a, b]``), empty when absent."""
+        v = self.raw(name, [])
+        if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+            raise SpecError(self.where, self.key(name), f"expected a list of names, got {v!r}")
+        return list(v)
+
     def section(self, name: str, required: bool = True) -> Section:
         if not required and not self.has(name):
             return Section({}, self.where, self.key(name))

@@ -43,7 +43,7 @@ from explorer.design import build_design
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
 from explorer.model import get_preset
-from explorer.precision import FORMATS, TENSOR_FORMATS
+from explorer.precision import FORMATS, TENSOR_FORMATS, tensor_format_in
 from explorer.runtime import DEFAULT_RUNTIME, Runtime, RuntimeFit, load_runtime
 from explorer.simulate import MAX_BATCH_GRID, simulate
 from explorer.specio import read_yaml
@@ -101,15 +101,10 @@ def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
         return "w4a16"
     if "int8" in s:
         return "w8a16"
-    if "fp4" in s:  # NVFP4, MXFP4, "FP4 (MXFP4 MoE weights)", "NVFP4 MoE ..."
-        return "fp4"
-    if "fp8" in s:
-        return "fp8"
-    if "bf16" in s:
-        return "bf16"
-    if "fp16" in s:
-        return "fp16"
-    raise ValueError(f"unrecognised precision '{label}'")
+    fmt = tensor_format_in(s)  # NVFP4, MXFP4, "FP4 (MXFP4 MoE weights)" -> fp4; FP8 -> fp8; ...
+    if fmt is None:
+        raise ValueError(f"unrecognised precision '{label}'")
+    return fmt
 
 
 def gpu_hardware(label: Any) -> Hardware:
