@@ -48,6 +48,9 @@ DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.
 
 PRIOR_WEIGHT = 0.1  # weak: 0.1*ln(2) = 0.07 per factor of two.  Held out (benchmarks/cross_validate.py): 0.1 vs 0.3 gave curves 10.0 % vs 9.9 % median, points p90 44 % vs 51 %
 TTFT_WEIGHT = 0.5
+#: extra weight of a group (on top of 1/sqrt(n) per case): the measurement points are the only cases
+#: of several regimes (saturated offline throughput, batch-1 decode, engine TTFT)
+GROUP_WEIGHT: dict[str, float] = {"point": float(__import__("os").environ.get("EXPLORER_POINT_WEIGHT", "1.0"))}
 #: hardware parameters: name -> (Hardware attribute, lower bound, upper bound, scale to the YAML's unit,
 #: prior scale).  Efficiencies get a prior on log(theta/theta_0); overheads one on (theta - theta_0)/scale.
 PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
@@ -93,7 +96,7 @@ def _group(c: Case) -> str:
 def case_weights(cases: list[Case]) -> np.ndarray:
     groups = [_group(c) for c in cases]
     counts = {g: groups.count(g) for g in set(groups)}
-    w = np.array([1.0 / math.sqrt(counts[g]) for g in groups])
+    w = np.array([GROUP_WEIGHT.get(g, 1.0) / math.sqrt(counts[g]) for g in groups])
     ttft = np.array([c.metric in ("ttft", "first_token_latency") for c in cases])
     return w * np.where(ttft, TTFT_WEIGHT, 1.0)
 

@@ -21,9 +21,12 @@ Mapping rules (each one a documented assumption):
   checkpoint) on GPUs without FP4 tensor cores -> ``mxfp4-w4a16`` (weights dequantized to bf16),
   whatever the run's label.  Mixed recipes
   (NVFP4 MoE with BF16 attention) use fp4 for all weights: optimistic for attention weights.
-* GEMM cases run :func:`explorer.costs.gemm.gemm_cost` with bf16 outputs; STREAM triad is the
-  achievable bandwidth ``hbm_bw * eta_memory``; NCCL all-reduce bus bandwidth is
-  ``size * 2(n-1)/n / t_allreduce``.  Message sizes use decimal units (1M = 1e6 bytes).
+* GEMM and NCCL all-reduce rows are rewritten as kernels.yaml rows and scored by
+  :mod:`explorer.kernel_cases` (the same cost functions the serving simulator calls: GEMM with
+  latency and exposed epilogue, NCCL algorithms x protocols); STREAM triad is the achievable
+  bandwidth ``hbm_bw * eta_memory``.  Message sizes use decimal units (1M = 1e6 bytes).
+* Files of the two other shapes: serving curves (:mod:`explorer.curves`) and kernel
+  microbenchmarks (:mod:`explorer.kernel_cases`).
 """
 
 from __future__ import annotations
@@ -37,13 +40,11 @@ from typing import Any
 import numpy as np
 
 from explorer.closed_loop import start_burst_ttft_s
-from explorer.costs.comm import allreduce_s, link
-from explorer.costs.gemm import gemm_cost
 from explorer.design import build_design
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
 from explorer.model import get_preset
-from explorer.precision import FORMATS, TENSOR_FORMATS, tensor_format_in
+from explorer.precision import TENSOR_FORMATS, tensor_format_in
 from explorer.runtime import DEFAULT_RUNTIME, Runtime, RuntimeFit, load_runtime
 from explorer.simulate import MAX_BATCH_GRID, simulate
 from explorer.specio import read_yaml
@@ -212,21 +213,7 @@ def parse_case(raw: Any, index: int) -> Case:
                 k.regime = "kernel_gemm" if metric == "gemm_achieved_tflops" else "kernel_allreduce"
                 k.trust = case.trust
                 return k
-            if metric == "gemm_achieved_tflops":
-                parts = str(conc).lower().split("x")
-                if len(parts) != 3 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
-                    raise ValueError(f"GEMM shape must be MxNxK with positive whole sizes, got '{conc}'")
-                dims = [int(x) for x in parts]
-                case.kind, case.regime = "gemm", "kernel_gemm"
-                case.values = {"m": dims[0], "n": dims[1], "k": dims[2], "fmt": precision_policy(raw.get("precision"), hw)}
-            elif metric == "hbm_achieved_bandwidth":
-                case.kind, case.regime = "hbm", "kernel_hbm"
-            else:
-                case.kind, case.regime = "allreduce", "kernel_allreduce"
-                size = _size_bytes(conc)
-                if not math.isfinite(size) or size <= 0:
-                    raise ValueError(f"message size must be positive, got '{conc}'")
-                case.values = {"bytes": size, "n": whole_number(raw, "num_gpus", 8, minimum=2)}
+            case.kind, case.regime = "hbm", "kernel_hbm"  # the one kernel metric left: STREAM triad
             return case
         if metric not in INFERENCE_METRICS:
             raise ValueError(f"unknown metric '{metric}'; known: {sorted(INFERENCE_METRICS) + sorted(KERNEL_METRICS)}")
@@ -418,42 +405,19 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 if cases[src].note and not cases[ci].note.startswith("derived"):
                     cases[ci].note = cases[ci].note or cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
-    # kernels.yaml rows (they carry their kernel group) are scored by explorer.kernel_cases
-    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in SERVED_KINDS
-                   and (c.kind not in ("gemm", "hbm", "allreduce") or "group" in c.values)]
+    # kernel rows (kernels.yaml, and the GEMM/all-reduce rows of measurements.yaml, which parse into
+    # the same shape) are scored by explorer.kernel_cases' cost functions
+    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in SERVED_KINDS and c.kind != "hbm"]
     if kernel_like:
         from explorer import kernel_cases
 
         sub = [cases[ci] for ci in kernel_like]
         out[np.array(kernel_like)] = kernel_cases.predict_kernel_cases(sub, hw)
     for ci, c in enumerate(cases):
-        if not c.supported or c.kind not in ("gemm", "hbm", "allreduce") or "group" in c.values:
+        if not c.supported or c.kind != "hbm":
             continue
-        h = hw(c.hardware)
-        if c.kind == "gemm":
-            v = c.values
-            fmt = FORMATS[v["fmt"] if v["fmt"] in FORMATS else "bf16"]
-            tfmt = fmt.tensor or "bf16"
-            peak = h.peak_flops.get(tfmt)
-            if peak is None:
-                c.supported, c.reason = False, f"{h.name} has no {tfmt} tensor cores"
-                continue
-            tiles = np.array([t for t in h.gemm_tiles], dtype=float)
-            g = gemm_cost(np.array([v["m"]]), np.array([v["n"]]), np.array([v["k"]]), fmt.bytes_per_element,
-                          fmt.bytes_per_element, 2.0, peak_flops=np.array([peak]), hbm_bw=np.array([h.hbm_bw]),
-                          sms=np.array([float(h.sms)]), tiles_m=tiles[None, :, 0], tiles_n=tiles[None, :, 1],
-                          max_split_k=np.array([float(h.max_split_k)]), eta_c=np.array([h.eta_compute]),
-                          eta_m=np.array([h.eta_memory]), launch_s=np.array([h.kernel_launch_s]))
-            out[ci] = 2.0 * v["m"] * v["n"] * v["k"] / float(g.time_s[0]) / 1e12
-        elif c.kind == "hbm":
-            out[ci] = h.hbm_bw * h.eta_memory / 1e12
-        elif c.kind == "allreduce":
-            n = np.array([float(c.values["n"])])
-            size = c.values["bytes"]
-            bw, lat = link(n, np.array([float(h.scaleup_domain)]), h.scaleup_bw, h.scaleup_latency_s,
-                           h.scaleout_bw, h.scaleout_latency_s)
-            t = float(allreduce_s(size, n, bw, lat, h.eta_network)[0]) + h.kernel_launch_s
-            out[ci] = size * 2.0 * (n[0] - 1.0) / n[0] / t / 1e9
+        h = hw(c.hardware)  # STREAM triad: the achievable bandwidth
+        out[ci] = h.hbm_bw * h.eta_memory / 1e12
     return out
 
 
