@@ -179,13 +179,9 @@ def _group(row: dict) -> str:
 
 def parse_kernel_rows(rows: list, where: str) -> list[Case]:
     """Every row as a :class:`Case` (bad rows kept, unsupported, with the reason)."""
-    cases = [_parse_row(r, i, where) for i, r in enumerate(rows if isinstance(rows, list) else [])]
-    seen: set[str] = set()
-    for c in cases:
-        if c.id in seen and c.supported:
-            c.supported, c.reason = False, f"duplicate id '{c.id}'"
-        seen.add(c.id)
-    return cases
+    from explorer.validate import mark_duplicate_ids
+
+    return mark_duplicate_ids([_parse_row(r, i, where) for i, r in enumerate(rows if isinstance(rows, list) else [])])
 
 
 def load_kernel_cases(path: str | Path = DEFAULT_KERNELS) -> list[Case]:

@@ -290,6 +290,11 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     else:
         raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels) "
                                                    "or 'curves:' and 'rows:' lists (serving curves)")
+    return mark_duplicate_ids(cases)
+
+
+def mark_duplicate_ids(cases: list[Case]) -> list[Case]:
+    """A case whose id was already seen is kept, unsupported, with the reason."""
     seen: set[str] = set()
     for c in cases:
         if c.id in seen and c.supported:
