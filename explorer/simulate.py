@@ -361,7 +361,11 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
                                  up_step_s=k_.scaleup_latency_s, out_step_s=k_.scaleout_latency_s,
                                  call_s=k_.collective_latency_s)[0]
 
-        t_a2a = np.where(is_moe & (s.e > 1), a2a(H * s.b_a) + a2a(H * COMBINE_BYTES), 0.0)  # dispatch + combine
+        # dispatch + combine only when attention data parallelism splits the tokens (dp > 1): with
+        # tp >= ep and dp = 1 every GPU of the group already holds every token after the attention
+        # all-reduce, computes its own experts on them, and the MoE output is summed by the layer's
+        # all-reduce (TensorRT-LLM/SGLang "TP attention + EP MoE") -- no all-to-all
+        t_a2a = np.where(is_moe & (s.e > 1) & (s.dp > 1), a2a(H * s.b_a) + a2a(H * COMBINE_BYTES), 0.0)
     else:
         t_a2a = np.zeros_like(T_tot)
     # --- per-layer sums (averaged over dense and MoE layers)
@@ -385,7 +389,7 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     }
     kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER + np.where(t > 1, 2.0, 0.0)
                + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(plan["shared_w"] > 0, 2.0, 0.0)
-                                  + np.where(s.e > 1, 2.0, 0.0)))
+                                  + np.where((s.e > 1) & (s.dp > 1), 2.0, 0.0)))
     per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
                  "overhead": kernels * hw.launch}
     return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
