@@ -265,6 +265,8 @@ def test_more_bandwidth_or_flops_never_slower(v, what, f):
 #: decode attention to every prompt chunk, so the prompt rate falls slightly (measured: <= 0.8 % on
 #: the 20,000-design sweep at 1.5x HBM bandwidth).
 GROWN_BATCH_SLACK = 0.02
+#: Residual of the simulator's closed-loop fixed point (explorer.simulate.FIXED_POINT_ITERATIONS passes)
+FIXED_POINT_TOLERANCE = 2e-3
 
 
 def check_faster(res, res2, what, osl=None) -> None:
@@ -279,10 +281,12 @@ def check_faster(res, res2, what, osl=None) -> None:
     grown = ~same_batch | (res["decode_batch"] <= 2.0)
     if osl is not None:
         grown = grown | (np.asarray(osl) <= 2)
-    slack = np.where(grown, GROWN_BATCH_SLACK, 1e-6)  # same batch: exact up to the fixed point (4.5e-8 seen)
+    # same batch: exact up to the residual of the three fixed-point passes (worst seen 7e-4, a
+    # prefill-bound pipeline row at 1.5x network)
+    slack = np.where(grown, GROWN_BATCH_SLACK, FIXED_POINT_TOLERANCE)
     worse = res2["tokens_per_s_per_gpu"] < res["tokens_per_s_per_gpu"] * (1 - slack)
     assert not worse.any(), ("tokens_per_s_per_gpu", what, int(worse.sum()))
-    worse_u = same_batch & (res2["tokens_per_s_per_user"] < res["tokens_per_s_per_user"] * (1 - REL))
+    worse_u = same_batch & (res2["tokens_per_s_per_user"] < res["tokens_per_s_per_user"] * (1 - FIXED_POINT_TOLERANCE))
     assert not worse_u.any(), ("tokens_per_s_per_user", what, int(worse_u.sum()))
 
 
