@@ -8,7 +8,8 @@ where a TTFT is given, ``<id>:ttft`` (milliseconds), scored by the same simulato
 
 Reading rules (each documented where it is applied):
 
-* **Lengths.** InferenceX / InferenceMAX runs draw ISL and OSL uniform in ``[0.8 L, L]``
+* **Lengths.** InferenceX / InferenceMAX runs draw ISL and OSL uniform in ``[r L, L]``, r read
+  from the file's ``meta`` (default 0.8)
   (``--random-range-ratio 0.8``, fronts.yaml ``meta.inferencex_conventions``): the simulator gets
   the means ``0.9 L``.  A curve whose notes say the lengths are fixed, or that is not an
   InferenceX run, gets ``L``.
@@ -35,8 +36,22 @@ from explorer.errors import ExplorerError, SpecError
 
 #: fronts.yaml meta.derived_throughput: derived/measured - 1 = +2.3 % median on 232 InferenceX rows.
 DERIVED_THROUGHPUT_BIAS = 1.023
-#: InferenceX --random-range-ratio 0.8: lengths uniform in [0.8 L, L], mean 0.9 L.
+#: InferenceX --random-range-ratio 0.8: lengths uniform in [0.8 L, L], mean 0.9 L (the default when
+#: the file's ``meta`` does not state another ratio).
 INFERENCEX_MEAN_LENGTH = 0.9
+_RANGE_RATIO = re.compile(r"range[- _]ratio\s*([0-9]*\.?[0-9]+)", re.I)
+
+
+def inferencex_mean_length(meta: Any) -> float:
+    """Mean length / L of InferenceX's uniform [r L, L] draws, r read from the file's ``meta``
+    (``inferencex_conventions``: "random-range-ratio 0.8") when it states one: (1 + r) / 2."""
+    text = " ".join(str(v) for v in (meta.values() if isinstance(meta, dict) else [meta or ""]))
+    m = _RANGE_RATIO.search(text)
+    if m:
+        r = float(m.group(1))
+        if 0.0 < r <= 1.0:
+            return (1.0 + r) / 2.0
+    return INFERENCEX_MEAN_LENGTH
 CURVE_KEYS = {"curve", "model", "gpu", "num_gpus", "framework", "framework_version", "image", "precision", "tp", "ep",
               "pp", "dp_attention", "isl", "osl", "date", "concurrencies", "throughput_field", "source", "notes",
               "trust"}
@@ -79,6 +94,7 @@ def curve_cases(data: dict, where: str) -> list:
             curves[f"#curve{i}"] = {}
     out: list = []
     seen: set[str] = set()
+    ix_mean = inferencex_mean_length(data.get("meta"))
     for i, raw in enumerate(data["rows"]):
         rid = str(raw.get("id")) if isinstance(raw, dict) and raw.get("id") is not None else f"#{i}"
         if rid in seen:
@@ -114,7 +130,7 @@ def curve_cases(data: dict, where: str) -> list:
                 raise ValueError(f"tp*pp = {t * dp * pp} does not match num_gpus = {n_gpus}")
             isl, osl = _positive(raw, "isl"), _positive(raw, "osl")
             assert isl is not None and osl is not None
-            mean_factor = INFERENCEX_MEAN_LENGTH if (_inferencex(text) and not _fixed_lengths(text)) else 1.0
+            mean_factor = ix_mean if (_inferencex(text) and not _fixed_lengths(text)) else 1.0
             values = {"model": preset.shape.name, "precision": prec, "isl": max(1, round(isl * mean_factor)),
                       "osl": max(2, round(osl * mean_factor)), "tp": t, "pp": pp, "ep": ep, "dp": dp,
                       "batch": conc, "runtime": rt.name}

@@ -114,3 +114,13 @@ def test_shipped_curves_meet_the_bar():
     assert sum(abs(v) > 0.25 for v in worst.values()) <= 2, worst
     assert res["summary"]["above_roofline"] == []
     assert np.mean([r["supported"] for r in res["cases"]]) == 1.0
+
+
+def test_lengths_follow_the_files_meta(fronts, tmp_path):
+    """A file whose meta states random-range-ratio 0.5 draws lengths in [0.5 L, L]: mean 0.75 L."""
+    d = _small(fronts, {"ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25_c4"})
+    d["meta"] = {"inferencex_conventions": "utils/bench_serving random dataset, random-range-ratio 0.5"}
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(d))
+    c = load_cases(p)[0]
+    assert (c.values["isl"], c.values["osl"]) == (768, 768)
