@@ -8,10 +8,10 @@ where a TTFT is given, ``<id>:ttft`` (milliseconds), scored by the same simulato
 
 Reading rules (each documented where it is applied):
 
-* **Lengths.** InferenceX / InferenceMAX runs draw ISL and OSL uniform in ``[r L, L]``, r read
-  from the file's ``meta`` (default 0.8)
-  (``--random-range-ratio 0.8``, fronts.yaml ``meta.inferencex_conventions``): the simulator gets
-  the means ``0.9 L``.  A curve whose notes say the lengths are fixed, or that is not an
+* **Lengths.** InferenceX / InferenceMAX runs draw ISL and OSL uniform in ``[r L, L]``
+  (``--random-range-ratio r``; r read from the file's ``meta``, fronts.yaml
+  ``meta.inferencex_conventions`` says 0.8, the default): the simulator gets the means
+  ``(1 + r)/2 L`` = 0.9 L.  A curve whose notes say the lengths are fixed, or that is not an
   InferenceX run, gets ``L``.
 * **Derived throughput.** Rows without a measured ``tok_s_gpu`` carry ``tok_s_gpu_derived``
   (Little's law from measured TTFT/TPOT).  fronts.yaml ``meta.derived_throughput`` measured that
