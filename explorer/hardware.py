@@ -15,7 +15,7 @@ import numpy as np
 
 from explorer.errors import SpecError, unknown
 from explorer.precision import TENSOR_FORMATS
-from explorer.specio import Section, read_yaml
+from explorer.specio import Section, find_named, read_yaml
 from explorer.units import GB, GB_PER_S, TB_PER_S, TFLOPS, US
 
 #: Folder of the shipped hardware files (the repository's top-level ``hardware/``).
@@ -224,6 +224,7 @@ def _kernel_params(k: Section) -> dict[str, Any]:
 
 
 _CACHE: dict[str, Hardware] = {}
+_BY_STEM: dict[str, Hardware] = {}  # shipped files by file stem (explorer.specio.find_named)
 
 
 def hardware_files(directory: Path = HARDWARE_DIR) -> list[Path]:
@@ -251,20 +252,11 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
         hw = _load_file(p)
         _CACHE[key] = hw
         return hw
-    lname = key.lower()
-    direct = HARDWARE_DIR / f"{lname}.yaml"
-    if direct.exists():
-        hw = _load_file(direct)
-        _CACHE[key] = hw
-        return hw
-    names: list[str] = []
-    for f in hardware_files():
-        hw = _load_file(f)
-        names.append(hw.name)
-        if lname == hw.name or lname in hw.aliases:
-            _CACHE[key] = hw
-            return hw
-    raise unknown("--hardware", None, "hardware", name_or_path, names)
+    found, names = find_named(HARDWARE_DIR, key.lower(), _load_file, _BY_STEM)
+    if found is None:
+        raise unknown("--hardware", None, "hardware", name_or_path, names)
+    _CACHE[key] = found
+    return found
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from explorer.errors import SpecError, unknown
-from explorer.specio import Section, read_yaml
+from explorer.specio import Section, find_named, read_yaml
 from explorer.units import US
 
 #: Folder of the shipped runtime profiles (the repository's top-level ``runtimes/``).
@@ -166,6 +166,7 @@ def _load_file(path: Path) -> Runtime:
 
 
 _CACHE: dict[str, Runtime] = {}
+_BY_STEM: dict[str, Runtime] = {}  # shipped files by file stem (explorer.specio.find_named)
 
 
 def runtime_files(directory: Path = RUNTIME_DIR) -> list[Path]:
@@ -183,24 +184,16 @@ def load_runtime(name: str | Runtime, where: str = "--runtime", key: str | None 
     lname = str(name).strip().lower()
     if lname in _CACHE:
         return _CACHE[lname]
-    direct = RUNTIME_DIR / f"{lname}.yaml"
-    if direct.exists():
-        rt = _load_file(direct)
-        _CACHE[lname] = rt
-        return rt
-    names: list[str] = []
-    for f in runtime_files():
-        rt = _CACHE.get(f.stem) or _load_file(f)
-        _CACHE[f.stem] = rt
-        names.append(rt.name)
-        if lname == rt.name or lname in rt.aliases or lname.replace(" ", "") in rt.aliases:
-            _CACHE[lname] = rt
-            return rt
-    raise unknown(where, key, "runtime", name, names)
+    found, names = find_named(RUNTIME_DIR, lname, _load_file, _BY_STEM)
+    if found is None:
+        raise unknown(where, key, "runtime", name, names)
+    _CACHE[lname] = found
+    return found
 
 
 def clear_cache() -> None:
     _CACHE.clear()
+    _BY_STEM.clear()
 
 
 #: Design columns a runtime contributes (all numeric, per design point).

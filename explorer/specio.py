@@ -4,7 +4,7 @@ helpers so that every error names the file, the key, the rule and the value, in 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,31 @@ def read_yaml(path: str | Path) -> Any:
     measurements); a missing, unreadable, non-UTF-8 or malformed file, a duplicate key or a document
     nested too deeply is a :class:`SpecError` naming it."""
     return parse_yaml_text(read_text_file(path, "YAML"), str(Path(path)))
+
+
+def find_named(directory: Path, name: str, load: Callable[[Path], Any],
+               cache: dict[str, Any]) -> tuple[Any | None, list[str]]:
+    """A spec of a folder of ``<name>.yaml`` files by (lower-case) name or alias: the direct file,
+    else the first whose ``name`` or ``aliases`` match.  Returns (spec or None, the known names);
+    loaded files are cached by stem.  One lookup for hardware kinds and runtime profiles."""
+    def get(f: Path) -> Any:
+        if f.stem not in cache:
+            cache[f.stem] = load(f)
+        return cache[f.stem]
+
+    try:
+        direct = directory / f"{name}.yaml"
+        if direct.exists():
+            return get(direct), []
+    except (OSError, ValueError):  # too long for a file name, or a NUL: not a file
+        pass
+    names: list[str] = []
+    for f in sorted(directory.glob("*.yaml")):
+        spec = get(f)
+        names.append(spec.name)
+        if name in (spec.name, *spec.aliases) or name.replace(" ", "") in spec.aliases:
+            return spec, names
+    return None, names
 
 
 class Section:
