@@ -226,8 +226,10 @@ def _fmt(v: float) -> str:
     return "0" if abs(v) < 1e-6 else f"{v:.4g}"  # overheads below 1e-6 us are zero within the fit
 
 
-def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None = None) -> Path:
-    """Record a fit in the hardware YAML (atomic replace) and in each fitted runtime's YAML."""
+def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None = None,
+              runtime_dir: str | Path | None = None) -> Path:
+    """Record a fit in the hardware YAML (atomic replace) and in each fitted runtime's YAML (the
+    shipped ``runtimes/*.yaml``, or copies of them in ``runtime_dir``)."""
     files = fit.files or ([str(measurements)] if measurements else [])
     names = ", ".join(Path(f).name for f in files)
     path = Path(fit.before.path)
@@ -272,15 +274,22 @@ def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None =
     new = _set_lines(new, "overheads", {k: v[k] for k in OVERHEAD_KEYS}, "calibrated")
     _replace_checked(path, new, _load_file)
     for rt in fit.runtimes.values():
-        write_runtime_fit(rt, fit.hardware.name, f"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}")
+        target = None
+        if runtime_dir is not None:
+            target = Path(runtime_dir) / Path(rt.path).name
+            if not target.exists():
+                target.write_text(Path(rt.path).read_text(encoding="utf-8"), encoding="utf-8")
+        write_runtime_fit(rt, fit.hardware.name, f"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}",
+                          path=target)
     return path
 
 
-def write_runtime_fit(rt: Runtime, hardware: str, source: str) -> Path:
-    """Set ``fitted.<hardware>`` in a runtime YAML (the ``fitted:`` section must be its last)."""
+def write_runtime_fit(rt: Runtime, hardware: str, source: str, path: Path | None = None) -> Path:
+    """Set ``fitted.<hardware>`` in a runtime YAML (the ``fitted:`` section must be its last);
+    ``path`` defaults to the profile's own file."""
     from explorer.runtime import _load_file as load_rt
 
-    path = Path(rt.path)
+    path = Path(rt.path) if path is None else Path(path)
     text = path.read_text(encoding="utf-8")
     m = re.search(r"^fitted:.*$", text, re.M)
     if not m:

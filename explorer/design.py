@@ -14,14 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from explorer import speculative
 from explorer.errors import SpecError
 from explorer.hardware import Hardware, HardwareTable, load_hardware
-from explorer.model import SHAPE_COLUMNS, ModelShape, get_model
+from explorer.model import SHAPE_COLUMNS, ModelShape, get_model, get_preset
 from explorer.precision import FORMATS, TENSOR_FORMATS, compute_index, parse_precision, tensor_formats_needed
 from explorer.runtime import DEFAULT_RUNTIME, Runtime, load_runtime, runtime_columns
 
 _SHAPE_DEFAULTS = {f.name: f.default for f in fields(ModelShape) if f.name in SHAPE_COLUMNS and f.default is not MISSING}
-DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
+DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0, "request_rate": 0.0,
+                                   "disagg": 0.0, "ttft_extra_s": 0.0, "prefill_tp": 1, "prefill_pp": 1,
+                                   "pool_prefill": 0, "pool_decode": 0, "latency_percentiles": 0}
 TEXT_COLUMNS = ("model", "hardware", "precision", "runtime")
 
 
@@ -46,9 +49,12 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     the closed loop's clients); optionally ``tp pp ep dp moe_imbalance``, ``runtime`` (profile
     names or :class:`~explorer.runtime.Runtime` objects; default :data:`DEFAULT_RUNTIME`); and
     either ``model`` (preset names) or shape columns (missing ones take :class:`ModelShape`
-    defaults).  Shape columns given alongside ``model`` override the preset.
+    defaults).  Shape columns given alongside ``model`` override the preset.  Speculative decoding
+    (off unless one is given): ``draft_tokens``, ``acceptance`` (per row) or
+    ``acceptance_per_position`` (one list for every row), ``draft_model`` (see
+    :func:`explorer.speculative.spec_columns`).
     """
-    n = _length(values)
+    n = _length({k: v for k, v in values.items() if k != "acceptance_per_position"})  # one list for every row
     out: dict[str, np.ndarray] = {}
 
     def full(v: Any) -> np.ndarray:
@@ -126,4 +132,19 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     uniq_pair, inv_pair = np.unique(pair, return_inverse=True)
     out.update(runtime_columns([rt_objs[int(q) // len(kinds)] for q in uniq_pair],
                                [kinds[int(q) % len(kinds)].name for q in uniq_pair], inv_pair))
+    # speculative decoding / MTP (explorer/speculative.py): ``spec_*`` columns only when asked for
+    if any(values.get(k) is not None for k in speculative.VALUE_KEYS):
+        out.update(_spec_columns(values, out, n, full, where))
     return out, HardwareTable(tuple(kinds))
+
+
+def _spec_columns(values: Mapping[str, Any], out: dict[str, np.ndarray], n: int, full, where: str):
+    """``spec_*`` (and ``draft_*``) columns: each row's MTP module count comes from its preset."""
+    if "model" in values and values["model"] is not None:
+        names = full(values["model"]).astype(str)
+        uniq, inv = np.unique(names, return_inverse=True)
+        mtp = np.array([get_preset(u, where, "model").mtp_layers for u in uniq], dtype=np.float64)[inv]
+    else:
+        mtp = np.zeros(n)
+    return speculative.spec_columns(values, out, n, full, mtp, where,
+                                    lambda name: get_model(name, where, "draft_model").columns())

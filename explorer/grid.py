@@ -17,22 +17,27 @@ and the chunks' fronts are merged into the global front.  What the table (and so
   grid come back in :attr:`GridResult.reason_counts` (the CLI writes them to ``<study>.reasons.csv``).
 
 ``trial`` is the point's flat index in the grid, so rows are comparable across runs, and the result
-does not depend on the number of worker processes.
+does not depend on the number of worker processes or on where the chunks run (this process,
+``--workers`` local processes or a Dask cluster, ``--cluster``: :mod:`explorer.cluster`); the
+chunks' results are merged in chunk order on every backend.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from explorer.errors import SpecError
 from explorer.frontier import pareto_mask
-from explorer.space import SearchSpace, space_from_text
+from explorer.space import SearchSpace
+
+if TYPE_CHECKING:
+    from explorer.cluster import ClusterSpec
 
 GRID_CHUNK = 50_000  # measured: 1.35x the points/s of 200,000 (numpy temporaries stay in cache)
 KEEP_ALL_MAX = 50_000
@@ -79,19 +84,6 @@ def _score_chunk(space: SearchSpace, start: int, stop: int) -> _Chunk:
     return _Chunk({int(c): int(k) for c, k in zip(codes, counts, strict=True)}, int(feas.sum()), idx[m], obj[m])
 
 
-_WORKER_SPACE: SearchSpace | None = None
-
-
-def _init_worker(text: str, where: str) -> None:
-    global _WORKER_SPACE
-    _WORKER_SPACE = space_from_text(text, where)
-
-
-def _score_chunk_worker(bounds: tuple[int, int]) -> _Chunk:
-    assert _WORKER_SPACE is not None
-    return _score_chunk(_WORKER_SPACE, *bounds)
-
-
 def check_grid(space: SearchSpace) -> int:
     """Grid size, or a SpecError when the space cannot be gridded or is too large."""
     total = space.grid_size()
@@ -103,10 +95,23 @@ def check_grid(space: SearchSpace) -> int:
     return total
 
 
+def check_cluster(space: SearchSpace, cluster: ClusterSpec) -> None:
+    """Connect to the Dask scheduler ``cluster`` and probe its workers on ``space`` (before any
+    output is written; :mod:`explorer.cluster`); a SpecError names what is wrong."""
+    from explorer.cluster import DaskCluster
+
+    with DaskCluster(cluster) as c:
+        c.check(space, _score_chunk, check_grid(space))
+
+
 def run_grid(space: SearchSpace, *, workers: int = 1, chunk: int = GRID_CHUNK, progress: bool = False,
-             seed: int | None = None) -> GridResult:
+             seed: int | None = None, cluster: ClusterSpec | None = None) -> GridResult:
     """Score the whole grid (see the module docstring for what the returned table holds); ``seed``
-    (default ``search.seed``) picks the sample rows of a large grid."""
+    (default ``search.seed``) picks the sample rows of a large grid.  The chunks run in this
+    process, on ``workers`` local processes or on the Dask scheduler ``cluster``
+    (:func:`explorer.cluster.map_chunks`, results merged in chunk order either way)."""
+    from explorer.cluster import map_chunks
+
     t0 = time.perf_counter()
     total = check_grid(space)
     bounds = [(a, min(a + chunk, total)) for a in range(0, total, chunk)]
@@ -126,17 +131,12 @@ def run_grid(space: SearchSpace, *, workers: int = 1, chunk: int = GRID_CHUNK, p
         if bar is not None:
             bar.update(n)
 
+    results = map_chunks(_score_chunk, space, bounds, workers=workers, cluster=cluster)
     try:
-        if workers > 1 and len(bounds) > 1:
-            ctx = mp.get_context("spawn")
-            with ctx.Pool(min(workers, len(bounds)), initializer=_init_worker,
-                          initargs=(space.text, space.where)) as pool:
-                for (a, b), c in zip(bounds, pool.imap(_score_chunk_worker, bounds), strict=True):
-                    add(c, b - a)
-        else:
-            for a, b in bounds:
-                add(_score_chunk(space, a, b), b - a)
+        for (a, b), c in zip(bounds, results, strict=True):
+            add(c, b - a)
     finally:
+        results.close()  # stops the workers (or cancels the cluster's ranges) on an error or Ctrl-C
         if bar is not None:
             bar.close()
 

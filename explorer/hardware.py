@@ -105,6 +105,9 @@ class Hardware:
     nvls_eta: float = 0.0  # achieved/ideal bandwidth of an in-switch (NVLink SHARP) all-reduce; 0 = no NVLS
     nvls_latency_s: float = 0.0  # fixed latency of an NVLS all-reduce
     scaleup_mesh: bool = False  # point-to-point links (xGMI mesh), no switch: n GPUs get (n-1)/(domain-1) of the bw
+    # --- cost (``power:`` and ``price:`` sections; explorer/cost.py); NaN = not given in the file
+    board_power_w: float = float("nan")  # W, the board's TDP/TGP (datasheet)
+    usd_per_gpu_hour: float = float("nan")  # USD per GPU-hour: a dated market-price assumption, editable
 
     @property
     def attn_eta(self) -> float:
@@ -125,7 +128,7 @@ def _load_file(path: Path) -> Hardware:
     top = Section(data, where)
     top.check_keys(
         {"name", "display_name", "aliases", "arch", "compute", "memory", "interconnect", "overheads",
-         "kernels", "efficiency", "notes"}
+         "kernels", "efficiency", "power", "price", "notes"}
     )
     name = top.string("name")
     aliases = top.names("aliases")
@@ -200,7 +203,28 @@ def _load_file(path: Path) -> Hardware:
         path=where,
         raw=dict(data),
         **kern,
+        **_cost_params(top),
     )
+
+
+def _cost_params(top: Section) -> dict[str, Any]:
+    """Board power (``power: {board_W, source}``) and price (``price: {usd_per_gpu_hour, date, kind,
+    source}``), both optional: a file without them loads, and its cost columns are NaN."""
+    out: dict[str, Any] = {}
+    pw = top.section("power", required=False)
+    pw.check_keys({"board_W", "source", "notes"})
+    if pw.data:
+        pw.string("source")
+        out["board_power_w"] = float(pw.number("board_W", min_value=0, min_exclusive=True, max_value=100_000))
+    pr = top.section("price", required=False)
+    pr.check_keys({"usd_per_gpu_hour", "date", "kind", "source", "notes"})
+    if pr.data:
+        pr.string("source")
+        pr.string("date")
+        pr.string("kind", choices={"market_assumption"})
+        out["usd_per_gpu_hour"] = float(pr.number("usd_per_gpu_hour", min_value=0, min_exclusive=True,
+                                                  max_value=10_000))
+    return out
 
 
 def _kernel_params(k: Section) -> dict[str, Any]:

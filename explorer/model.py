@@ -100,12 +100,22 @@ class Preset:
     active_convention: str
     source: str
     notes: str
+    #: Published pre-training tokens (None when the vendor did not publish them) and where from.
+    training_tokens: float | None = None
+    training_tokens_source: str = ""
+    #: Multi-token-prediction modules shipped with the checkpoint (HF ``num_nextn_predict_layers``;
+    #: each is one transformer layer plus a 2H -> H projection, embedding and LM head shared with
+    #: the main model) and where the figure comes from; the draft of ``--draft-tokens`` without a
+    #: draft model (explorer/speculative.py).
+    mtp_layers: int = 0
+    mtp_source: str = ""
 
 
 _SHAPE_FIELDS = {f.name for f in fields(ModelShape)} - {"name"}
 _PRESET_KEYS = _SHAPE_FIELDS | {
     "name", "display_name", "aliases", "params_total_official", "params_active_official",
-    "active_convention", "source", "notes",
+    "active_convention", "source", "notes", "training_tokens", "training_tokens_source",
+    "mtp_layers", "mtp_source",
 }
 
 
@@ -131,6 +141,10 @@ def presets() -> dict[str, Preset]:
             active_convention=entry.get("active_convention", "all"),
             source=entry["source"],
             notes=entry.get("notes", ""),
+            training_tokens=float(entry["training_tokens"]) if entry.get("training_tokens") else None,
+            training_tokens_source=entry.get("training_tokens_source", ""),
+            mtp_layers=int(entry.get("mtp_layers", 0)),
+            mtp_source=entry.get("mtp_source", ""),
         )
     return out
 

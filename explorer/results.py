@@ -7,6 +7,7 @@ report, validation).  Column names are the contract:
   of :data:`explorer.model.SHAPE_COLUMNS`, ``isl osl batch tp pp ep dp``;
 * figures: ``tokens_per_s_per_gpu tokens_per_s_per_user ttft_s tpot_s gpus memory_bytes_per_gpu
   memory_capacity_bytes weights_bytes_per_gpu kv_bytes_per_gpu params_total params_active``;
+* cost (explorer/cost.py, after the simulator): ``tokens_per_s_per_kw usd_per_million_tokens``;
 * breakdown (seconds per output token): ``t_gemm_s t_attention_s t_moe_s t_comm_s t_prefill_s
   t_overhead_s``; bounds ``gemm_bound_compute`` ...;
 * ``feasible`` (bool) and ``reason`` (text, empty when feasible).
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.cost import add_cost
 from explorer.hardware import HardwareTable
 from explorer.model import SHAPE_COLUMNS
 from explorer.runtime import DEFAULT_RUNTIME
@@ -87,6 +89,8 @@ def results_frame(
     """One DataFrame row per design point.  ``text`` supplies ``model``/``precision`` labels
     (scalars or arrays); ``hardware`` comes from the table."""
     n = len(res["feasible"])
+    if "usd_per_million_tokens" not in res:  # callers that did not price the rows get the files' defaults
+        res = add_cost(dict(res), design, table)
     cols: dict[str, Any] = {}
     text = dict(text or {})
     cols["model"] = np.broadcast_to(np.asarray(text.get("model", "custom"), dtype=object), (n,))

@@ -129,6 +129,7 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
             )
         if [d.name.lower() for d in study.directions] != space.directions:
             raise SpecError("--study", None, f"study '{study_name}' has other objective directions; use another --study")
+        _name_metrics(study, space)  # a study made before the names were set gets them
         return storage, study
     if not create:
         raise SpecError("--study", None, f"no study '{study_name}' in {spec.describe()}")
@@ -137,7 +138,15 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
     study.set_user_attr(FINGERPRINT_ATTR, space.fingerprint())
     study.set_user_attr("space_file", space.where)
     study.set_user_attr("objectives", list(space.objectives))
+    _name_metrics(study, space)
     return storage, study
+
+
+def _name_metrics(study: optuna.Study, space: SearchSpace) -> None:
+    """The objectives' names on the study (optuna-dashboard shows them instead of "Objective 0")."""
+    names = list(space.objectives)
+    if study.metric_names != names:
+        study.set_metric_names(names)
 
 
 def _usable(space: SearchSpace, params: dict[str, Any]) -> bool:
@@ -152,6 +161,40 @@ def _usable(space: SearchSpace, params: dict[str, Any]) -> bool:
         elif isinstance(v, bool) or not isinstance(v, int | float) or not p.low <= v <= p.high:
             return False
     return True
+
+
+#: Figures every trial carries as user attributes (optuna-dashboard's trial table and detail), with
+#: the results-table column each comes from and its scale; objectives are left out (they are the
+#: trial's named values already).
+DASHBOARD_FIGURES = {
+    "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", 1.0),
+    "tokens_per_s_per_user": ("tokens_per_s_per_user", 1.0),
+    "ttft_s": ("ttft_s", 1.0),
+    "gpus": ("gpus", 1.0),
+    "memory_GB_per_gpu": ("memory_bytes_per_gpu", 1e-9),
+    "params_total_B": ("params_total", 1e-9),
+    "params_active_B": ("params_active", 1e-9),
+}
+
+
+def trial_attrs(space: SearchSpace, ev) -> list[dict[str, Any]]:
+    """Per trial of an evaluation: ``feasible``, ``reason`` (the results table's text, "feasible"
+    for a feasible point) and the headline figures of :data:`DASHBOARD_FIGURES` that are not
+    objectives, rounded to 4 significant digits.  Written as user attributes because
+    optuna-dashboard 0.21 shows those, and reads neither Optuna 5's per-key constraints nor any
+    feasibility; the results table is still rebuilt by re-scoring, never from these."""
+    reasons = space.frame(ev)["reason"].to_numpy(dtype=object)
+    figures = {k: (col, scale) for k, (col, scale) in DASHBOARD_FIGURES.items()
+               if col not in space.objectives and col in ev.res}
+    out = []
+    for i in range(ev.n):
+        ok = bool(ev.feasible[i])
+        attrs: dict[str, Any] = {"feasible": ok, "reason": "feasible" if ok else str(reasons[i])}
+        for k, (col, scale) in figures.items():
+            v = float(ev.res[col][i]) * scale
+            attrs[k] = str(v) if not np.isfinite(v) else int(v) if k == "gpus" else float(f"{v:.4g}")
+        out.append(attrs)
+    return out
 
 
 def samples_from_params(space: SearchSpace, params: list[dict[str, Any]]) -> dict[str, list]:
@@ -190,9 +233,12 @@ def run_trials(
                     for t in pending:
                         storage.record_heartbeat(storage.get_trial_id_from_study_id_trial_number(study_id, t.number))
                 ev = space.evaluate(samples_from_params(space, [t.params for t in pending]), len(pending))
+                attrs = trial_attrs(space, ev)
                 for i, t in enumerate(pending):
                     for k in keys:
                         t.set_constraint(k, float(ev.constraints[k][i]))
+                    for k, v in attrs[i].items():
+                        t.set_user_attr(k, v)
                     study.tell(t, ev.objectives[i].tolist())
                 done += len(pending)
                 pending = []

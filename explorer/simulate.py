@@ -43,6 +43,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from explorer import speculative
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
@@ -54,10 +55,12 @@ from explorer.model import (
     kv_elements_per_token_layer,
     param_counts,
 )
+from explorer.open_loop import open_loop, percentiles
 from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
-DEPLOY_COLUMNS = ("isl", "osl", "batch", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
+DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
+                  "pool_prefill", "pool_decode", "latency_percentiles", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
@@ -78,6 +81,9 @@ MOE_EXTRA_KERNELS = 3.0
 #: invariant sweep (20,000 random designs): 2 passes leave ~1 % oscillation on prefill-heavy rows
 #: (OSL < 50, ISL > 2k), 3 passes leave at most 7e-4 (tests/test_invariants.py FIXED_POINT_TOLERANCE).
 FIXED_POINT_ITERATIONS = 3
+#: Extra passes for open-loop rows, whose batch follows the step time (b = X (OSL-1) TPOT(b)):
+#: the iteration contracts by the batch-dependent share of the step, slow near compute-bound.
+OPEN_LOOP_EXTRA_ITERATIONS = 3
 
 #: Token rows of the smallest tile a grouped expert GEMM may use: MoE kernels size their M tile to
 #: the tokens per expert (vLLM/SGLang fused_moe tuned configs use BLOCK_SIZE_M 16 for small
@@ -93,9 +99,15 @@ REASONS = {
     5: "tensor parallelism does not divide the MLP width",
     6: "out of memory",
     7: "batch smaller than pipeline micro-batches x attention data-parallel groups",
+    8: "offered request rate exceeds the engine's capacity (open loop: the queue grows without bound)",
+    9: "the prefill pool's replica cannot serve the model (out of memory or an invalid split; raise prefill_tp/prefill_pp)",
 }
 
 COMPONENTS = ("gemm", "attention", "moe", "comm", "prefill", "overhead")
+#: latency percentiles (explorer/open_loop.py): NaN for closed-loop rows unless ``latency_percentiles``
+PERCENTILE_COLUMNS = tuple(f"{m}_{q}_s" for m in ("ttft", "tpot") for q in ("p50", "p90", "p99"))
+#: result columns of disaggregated rows (explorer/disagg.py)
+DISAGG_COLUMNS = ("prefill_replicas", "decode_replicas", "prefill_gpus_per_replica", "kv_transfer_s", "prefill_load")
 
 
 #: Concurrencies tried where the best feasible one is picked (``--batch max``, validation's "max"):
@@ -203,6 +215,12 @@ class _Shape:
         self.W, self.n_sl = _col(c, "sliding_window"), _col(c, "sliding_layers")
         self.t, self.p, self.e, self.dp = _col(c, "tp"), _col(c, "pp"), _col(c, "ep"), _col(c, "dp")
         self.isl, self.osl, self.B = _col(c, "isl"), _col(c, "osl"), _col(c, "batch")
+        # open-loop Poisson arrivals (requests/s per replica); 0 = closed loop of ``batch`` clients
+        self.rate = _col(c, "request_rate") if "request_rate" in c else np.zeros(len(self.H))
+        # disaggregated decode pool (explorer/disagg.py): prompts arrive prefilled, their KV moved in;
+        # ``ttft_extra_s`` is the time to first token spent outside this engine (prefill pool, transfer)
+        self.disagg = _col(c, "disagg") > 0 if "disagg" in c else np.zeros(len(self.H), dtype=bool)
+        self.ttft_extra = _col(c, "ttft_extra_s") if "ttft_extra_s" in c else np.zeros(len(self.H))
         self.b_w, self.b_a, self.b_kv = _col(c, "b_w"), _col(c, "b_a"), _col(c, "b_kv")
         self.imb = _col(c, "moe_imbalance")
         self.w_only = _col(c, "w_only") > 0 if "w_only" in c else np.zeros(len(self.H), dtype=bool)
@@ -227,6 +245,14 @@ class _Shape:
         self.n_in = np.where(self.mla, (attn_params - o_params) / self.H / self.t, gqa_in)
         self.te = self.t * self.dp / self.e  # ways each expert is split
         self.E_loc = np.where(self.E > 0, self.E / self.e, 0.0)
+        # speculative decoding / MTP (explorer/speculative.py): None unless the table asks for it;
+        # ``draft`` is the per-GPU view of the draft (one MTP layer, or the draft model)
+        self.spec_k = _col(c, "spec_k") if speculative.active(c) else None
+        drafting = self.spec_k is not None and bool(np.any(self.spec_k > 0))
+        self.draft = _Shape(speculative.draft_design(c)) if drafting else None
+        if self.spec_k is not None:
+            self.spec_tokens, self.spec_kind, self.spec_mtp = (_col(c, k) for k in ("spec_tokens", "spec_draft",
+                                                                                     "spec_mtp"))
 
 
 #: GEMMs of one step, in the order of a plan's requests.
@@ -274,14 +300,16 @@ def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.n
         + w * _pad_whole(hi, step, max_batch)
 
 
-def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None) -> dict:
+def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None, q_attn=None) -> dict:
     """Token counts of one stage step and its GEMM requests (costed later, all passes at once).
 
     ``m_dec`` decode tokens through the GEMMs per attention group (the CUDA-graph padded batch),
     ``m_attn`` real decode sequences attending at mean context ``S`` (default ``m_dec``);
     ``n_pre`` prompts of ``P`` tokens prefilled in the same step (fractional: a chunk of
     ``n_pre*P`` tokens); ``moe_groups`` attention groups whose tokens meet in the MoE layers
-    (``dp`` when every group steps together, 1 for a prefill step of one group).
+    (``dp`` when every group steps together, 1 for a prefill step of one group).  ``q_attn``
+    query tokens per attending sequence (speculative verification: ``1 + K``; default 1): the
+    attention FLOPs scale with it, the KV cache is read once per sequence.
     """
     H, t = s.H, s.t
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
@@ -315,7 +343,8 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None) -> dict:
         # LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
         (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
     ]
-    return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "n_pre": n_pre, "P": P, "M": M,
+    return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "q_attn": q_attn,
+            "n_pre": n_pre, "P": P, "M": M,
             "T_tot": T_tot, "slots_gpu": slots_gpu, "shared_w": shared_w, "requests": requests,
             "touched": np.where(M_moe > 0, touched, 0.0)}
 
@@ -330,6 +359,8 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     # --- attention scores/values
     S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
     fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
+    if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
+        fl_d = fl_d * plan["q_attn"]
     fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
     if np.any(frac_sl > 0):  # sliding-window layers (skipped when no row has any)
         fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
@@ -386,6 +417,7 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
         "moe_c": wm * (eup.compute_s + edown.compute_s + router.compute_s),
         "moe_m": wm * (eup.memory_s + edown.memory_s + router.memory_s + t_perm),
         "attn_c": attn_c, "attn_m": attn_m,
+        "t_ar": t_ar,  # one tensor-parallel all-reduce of the step's M tokens (the MTP projection's)
     }
     kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER + np.where(t > 1, 2.0, 0.0)
                + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(plan["shared_w"] > 0, 2.0, 0.0)
@@ -441,24 +473,41 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     """
     p = s.p
     bw_p, lat_p = link_pp
+    q = None if s.spec_k is None else 1.0 + s.spec_k  # tokens per sequence through the verify step
+    spec = q is not None  # speculative decoding (explorer/speculative.py)
+    if spec:  # the caller counts prompts and chunk shares per output token; a step yields E of them
+        n_pf = np.where(n_pf > 1.0, n_pf * s.spec_tokens, 1.0)
+        f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
     b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
-    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - b, s.rt_max_tokens), 1.0)
+    b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
+    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
     Q = np.minimum(n_pf * s.isl, budget)  # prompt tokens per prefill-carrying step
     zero = 0.0 * b
-    plans = [_plan(s, hw, b_pad, zero, s.isl, s.dp, m_attn=b),
-             _plan(s, hw, np.where(s.rt_mixed, b_pad, 0.0), Q / s.isl, s.isl,
-                   np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0))]
+    plans = [_plan(s, hw, b_tok, zero, s.isl, s.dp, m_attn=b, q_attn=q),
+             _plan(s, hw, np.where(s.rt_mixed, b_tok, 0.0), Q / s.isl, s.isl,
+                   np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0), q_attn=q)]
     dec, pre = _steps(s, hw, plans)
     parts_dec, stage_dec = _stage_total(s, dec, hw)
-    _, stage_pre = _stage_total(s, pre, hw)
+    parts_pre, stage_pre = _stage_total(s, pre, hw)
+    if s.draft is not None:  # K draft passes per step (mixed steps draft for their decoders too)
+        draft = _draft_parts(s, hw, b_pad, b)
+        parts_dec = {k: v + draft[k] for k, v in parts_dec.items()}
+        parts_pre = {k: v + np.where(s.rt_mixed, draft[k], 0.0) for k, v in parts_pre.items()}
+        stage_dec, stage_pre = sum(parts_dec.values()), sum(parts_pre.values())
     host = s.rt_step + s.rt_per_seq * b * p  # one scheduler per attention group serves p micro-batches
     p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
-    T_dec = p * stage_dec + (p - 1.0) * p2p(b_pad) + host
-    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_pad, 0.0) + Q) + host
+    T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
+    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
     tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
-    if f_chunk is not None and np.any(s.dp > 1):  # attention-DP ranks wait for the one with a chunk
-        tau = tau * dp_straggler_factor(s.dp, f_chunk)
+    if f_chunk is not None and np.any(s.dp > 1):
+        # attention-DP ranks wait for the one with a chunk: the rank's own work (attention, dense
+        # GEMMs, its collectives) is paid at the straggler rate; the expert GEMMs are shared by all
+        # ranks -- the mixed step above already runs dp ranks' chunks through them -- so their
+        # extra time is counted once, not dp times when chunks are rare
+        moe_extra = p * np.maximum(np.where(s.rt_mixed, parts_pre["moe"] - parts_dec["moe"], parts_pre["moe"]), 0.0)
+        moe_extra = np.minimum(moe_extra * s.isl / Q, tau)
+        tau = (tau - moe_extra) * dp_straggler_factor(s.dp, f_chunk) + moe_extra
     chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
@@ -466,29 +515,46 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     ttft_service = 0.5 * busy * T_dec + chunk_steps * T_pre_step + s.rt_request
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
-    return {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host,
+    if np.any(s.disagg):  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
+        tau = np.where(s.disagg, 0.0, tau)
+        ttft_service = np.where(s.disagg, s.ttft_extra + 0.5 * busy * T_dec + s.rt_request, ttft_service)
+        rate_max = np.where(s.disagg, np.inf, rate_max)
+    out = {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host,
             "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
-            "prompt_s": T_pre_step * s.isl / Q,
-            "p2p": (p - 1.0) * p2p(b_pad), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
+            "prompt_s": T_pre_step * s.isl / Q, "T_pre_step": T_pre_step,
+            # one prompt's share of the prefill server when chunks fill the whole token budget
+            # (mixed: a step carries every waiting prompt up to the budget; separate: as tau)
+            "prompt_service_s": np.where(s.rt_mixed, tau + T_dec * np.minimum(s.isl / budget, 1.0), tau),
+            "p2p": (p - 1.0) * p2p(b_tok), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
+    if spec:  # per output token: each step yields E tokens per sequence (TTFT, tau, rates stay per step)
+        E = s.spec_tokens
+        out.update({k: out[k] / E for k in ("T_dec", "T_full", "T_pre_step", "host", "p2p")})
+        out["parts"] = {k: v / E for k, v in parts_dec.items()}
+    return out
 
 
-def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = True) -> dict[str, np.ndarray]:
-    """Score every row of a design table.  Never raises for infeasible rows: they come back with
-    ``feasible=False`` and ``reason_code`` (see :data:`REASONS`); their performance figures are still
-    computed (finite) so searches can grade how far they are from feasible.
+def _draft_parts(s: _Shape, hw: _HW, b_pad: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-GPU component times of one step's ``K`` draft passes over ``b`` sequences (``b_pad``
+    through the GEMMs), on the last stage (explorer/speculative.py): each pass is a decode step of
+    the draft -- one MTP layer + the shared LM head, or the draft model's layers + its head -- and,
+    for MTP, the bf16 projection ``eh_proj`` (2H -> H, row-parallel: one all-reduce) and its norms."""
+    d = s.draft
+    assert d is not None and s.spec_k is not None
+    step = _steps(d, hw, [_plan(d, hw, b_pad, 0.0 * b, d.isl, d.dp, m_attn=b)])[0]
+    parts, _ = _stage_total(d, step, hw)
+    mtp = s.spec_kind == speculative.DRAFT_MTP
+    proj = hw.run_gemms([(np.where(mtp, b_pad, 0.0), s.H, 2.0 * s.H / s.t, s.b_a, speculative.PROJECTION_BYTES,
+                          s.b_a, 1.0, hw.bf16_peak, False)])[0]
+    parts["gemm"] = parts["gemm"] + np.where(mtp, proj.time_s, 0.0)
+    parts["comm"] = parts["comm"] + np.where(mtp, step[2]["t_ar"], 0.0)
+    parts["overhead"] = parts["overhead"] + np.where(mtp, (1.0 + speculative.MTP_NORM_KERNELS) * hw.launch, 0.0)
+    return {k: s.spec_k * v for k, v in parts.items()}
 
-    Each row is served by its runtime (``rt_*`` columns) under ``batch`` closed-loop clients; the
-    decode batch is solved by one fixed-point iteration of :func:`explorer.closed_loop.closed_loop`
-    (step costs at ``min(C, cap)``, then again at the batch Little's law gives).
 
-    ``detail=False`` leaves the breakdown columns ``t_*_s`` NaN (grids re-score the rows they keep);
-    every other figure is identical.
-    """
+def _prepare(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict:
+    """Per-row shape, hardware columns, memory budget and running-request cap of one engine (one
+    hardware kind per call): everything :func:`simulate` needs before the operating point."""
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
-    if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
-        return _by_hardware(c, table, detail, idx)
-    if idx.size > CHUNK_ROWS:  # bounded temporaries: large tables run in cache-friendly chunks
-        return _chunked(c, table, detail, idx.size)
     s = _Shape(c)
     cfmt = np.asarray(c["compute_fmt"], dtype=np.int64)
     # attention runs in the activation's tensor format, at most fp8 (no FP4 attention kernels)
@@ -522,6 +588,12 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     # what admission reserves per running sequence: the whole ISL+OSL (TensorRT-LLM's no-evict
     # scheduler) or, allocated as tokens come, ISL + OSL/2 on average (vLLM, SGLang)
     kv_held = s.Ls * s.kv_loc * s.b_kv * kv_tokens(s.isl + np.where(s.rt_reserve_full, s.osl, s.osl / 2.0))
+    if s.draft is not None and s.spec_k is not None:  # speculative decoding: draft weights and KV, K scratch tokens
+        weights = weights + speculative.draft_weight_bytes(s.draft, s.spec_kind, s.spec_mtp, s.spec_k, EMBED_BYTES)
+        kv_per_seq = kv_per_seq + speculative.draft_kv_bytes(s, s.draft, s.spec_kind, s.spec_mtp, s.spec_k,
+                                                             s.isl + s.osl)
+        kv_held = kv_held + speculative.draft_kv_bytes(s, s.draft, s.spec_kind, s.spec_mtp, s.spec_k, s.isl
+                                                       + np.where(s.rt_reserve_full, s.osl, s.osl / 2.0))
     F_loc = np.maximum(s.g * s.F / s.t, s.g * np.maximum(s.Es * s.Fs, s.Fe) / s.t)
     tokens_at_once = np.minimum(np.maximum(clients * (1.0 + s.isl / s.osl), s.isl), s.rt_max_tokens + clients)
     workspace = tokens_at_once * (8.0 * s.H + 2.0 * F_loc) + (np.minimum(clients, s.rt_max_batch) + 1.0) * 4.0 * s.V / s.t
@@ -533,6 +605,36 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
     inside = s.t * s.dp * s.p <= hw.domain
     link_pp = (np.where(inside, hw.up_bw, bw_p), np.where(inside, hw.up_lat, lat_p))
+    return {"s": s, "hw": hw, "p": p, "groups": groups, "clients": clients, "weights": weights,
+            "kv_per_seq": kv_per_seq, "kv_held": kv_held, "workspace": workspace, "capacity": capacity,
+            "b_cap_mem": b_cap_mem, "b_cap": b_cap, "link_pp": link_pp, "cnt": cnt}
+
+
+def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = True) -> dict[str, np.ndarray]:
+    """Score every row of a design table.  Never raises for infeasible rows: they come back with
+    ``feasible=False`` and ``reason_code`` (see :data:`REASONS`); their performance figures are still
+    computed (finite) so searches can grade how far they are from feasible.
+
+    Each row is served by its runtime (``rt_*`` columns) under ``batch`` closed-loop clients; the
+    decode batch is solved by one fixed-point iteration of :func:`explorer.closed_loop.closed_loop`
+    (step costs at ``min(C, cap)``, then again at the batch Little's law gives).
+
+    ``detail=False`` leaves the breakdown columns ``t_*_s`` NaN (grids re-score the rows they keep);
+    every other figure is identical.
+    """
+    if "disagg" in c and np.any(np.asarray(c["disagg"]) == 1):  # disaggregated rows: explorer/disagg.py
+        from explorer.disagg import serve
+
+        return serve(c, table, detail, simulate)
+    idx = np.asarray(c["hw_idx"], dtype=np.int64)
+    if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
+        return _by_hardware(c, table, detail, idx)
+    if idx.size > CHUNK_ROWS:  # bounded temporaries: large tables run in cache-friendly chunks
+        return _chunked(c, table, detail, idx.size)
+    env = _prepare(c, table)
+    s, hw, p, groups, clients = env["s"], env["hw"], env["p"], env["groups"], env["clients"]
+    weights, kv_per_seq, kv_held, workspace = env["weights"], env["kv_per_seq"], env["kv_held"], env["workspace"]
+    capacity, b_cap_mem, b_cap, link_pp, cnt = env["capacity"], env["b_cap_mem"], env["b_cap"], env["link_pp"], env["cnt"]
 
     # --- closed loop: one fixed-point iteration on the decode batch
     # TPOT = T_dec(b_step) + b_avg * tau / (OSL - 1): each decode step carries b_avg/(OSL-1)
@@ -540,16 +642,51 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     b_step = np.maximum(np.minimum(clients, np.maximum(b_cap, 1.0)), 1e-9)
     n_pf = np.maximum(1.0, b_step / np.maximum(s.osl - 1.0, 1.0))  # first guess: X*TPOT = b/(OSL-1)
     f_chunk = None  # share of a rank's steps that carry a prompt chunk (from the previous pass)
-    for _ in range(FIXED_POINT_ITERATIONS):  # fixed-point iterations on the batches the steps are costed at
+    is_open = s.rate > 0  # open-loop rows: Poisson arrivals (explorer/open_loop.py)
+    any_open = bool(np.any(is_open))
+    lam = s.rate / groups  # arrivals per engine
+    passes = FIXED_POINT_ITERATIONS + (OPEN_LOOP_EXTRA_ITERATIONS if any_open else 0)
+    if any_open:  # open rows climb from a lone request; secant steps on b = F(b) (F nearly linear)
+        b_step = np.where(is_open, 1.0, b_step)
+        n_pf = np.where(is_open, 1.0, n_pf)
+        b_prev = f_prev = None
+    for _ in range(passes):  # fixed-point iterations on the batches the steps are costed at
         eng = _engine(s, hw, b_step, n_pf, link_pp, f_chunk)
         op = closed_loop(clients, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
                          eng["rate_max"], eng["T_full"])
-        b_step = np.maximum(op["step_batch"], 1e-9)
+        if any_open:
+            opo = open_loop(lam, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
+                            eng["prompt_service_s"], eng["rate_max"], eng["T_full"])
+            op = {k: np.where(is_open, opo[k], v) for k, v in op.items()}
+            op["overloaded"] = is_open & opo["overloaded"]
+            op["prompt_load"] = np.where(is_open, opo["prompt_load"],
+                                         np.clip(op["request_rate"] * eng["prompt_service_s"], 0.0, 1.0 - 1e-9))
+            f_now = op["step_batch"]
+            b_next = f_now
+            if b_prev is not None:
+                slope = np.clip((f_now - f_prev) / np.where(b_step != b_prev, b_step - b_prev, 1.0), 0.0, 0.95)
+                b_next = np.where(is_open, b_step + (f_now - b_step) / (1.0 - slope), f_now)
+            b_prev, f_prev = b_step, f_now
+            b_step = np.maximum(np.minimum(np.where(is_open, b_next, f_now), np.maximum(b_cap, 1.0) + 1.0), 1e-9)
+        else:
+            b_step = np.maximum(op["step_batch"], 1e-9)
         n_pf = np.maximum(1.0, op["request_rate"] * op["tpot_s"])
         f_chunk = np.clip(op["request_rate"] * op["tpot_s"] * s.isl / eng["Q"], 0.0, 1.0)
     tpot = op["tpot_s"]
     prefill_share = tpot - eng["T_dec"]
     b_run = np.maximum(op["decode_batch"], 0.0)
+    pct = {k: np.full(len(s.H), np.nan) for k in PERCENTILE_COLUMNS}
+    want = is_open | ((_col(c, "latency_percentiles") > 0) if "latency_percentiles" in c else False)
+    if np.any(want):  # latency percentiles (open-loop rows, or asked for): the batch slope from one more step
+        if not any_open:  # closed loop: its prompt server's load, as the open loop computes it
+            op = dict(op, prompt_load=np.clip(op["request_rate"] * eng["prompt_service_s"], 0.0, 1.0 - 1e-9))
+        b_hi = b_step + np.maximum(1.0, 2.5 * np.sqrt(2.0 / 3.0 * b_run))
+        T_hi = _engine(s, hw, b_hi, n_pf, link_pp, f_chunk)["T_dec"]
+        slope = (T_hi - eng["T_dec"]) / (b_hi - b_step)
+        busy = 1.0 - np.exp(-b_run)  # a step of other requests is in flight at an arrival
+        got = percentiles(op, s.osl, eng["T_dec"], slope, eng["tau"], eng["ttft_service"], eng["prompt_service_s"], busy,
+                          eng["T_pre_step"], f_chunk)
+        pct = {k: np.where(want, got[k], np.nan) for k in pct}
 
     parts = eng["parts"]
     if detail:
@@ -560,13 +697,15 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     else:
         bd = {k: np.full(len(s.H), np.nan) for k in COMPONENTS}
 
-    kv = np.minimum(clients, b_cap) * p * kv_held  # every admitted request holds its KV, prefilling or decoding
+    # every admitted request holds its KV, prefilling or decoding (open loop: the running batch)
+    kv = np.where(is_open, np.minimum(b_run + 1.0, b_cap), np.minimum(clients, b_cap)) * p * kv_held
     needed = weights + kv + workspace + hw.reserved
 
     # --- feasibility, first failing rule wins
     reason = np.zeros(len(s.H), dtype=np.int64)
     fmt_mask = np.asarray(c["fmt_mask"], dtype=np.int64)
     checks = [
+        (8, op["overloaded"] if any_open else np.zeros(len(s.H), dtype=bool)),
         (7, s.B < s.p * s.dp),
         (6, (needed > capacity) | (b_cap_mem < 1.0)),
         (5, np.mod(s.F, s.t) != 0),
@@ -575,7 +714,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         (2, (np.mod(s.nq, s.t) != 0) | (~s.mla & (np.mod(s.nkv, s.t) != 0) & (np.mod(s.t, s.nkv) != 0))),
         (1, (fmt_mask & ~hw.support_mask) != 0),
     ]
-    for code, bad in checks:  # later entries take precedence: structural reasons before OOM
+    for code, bad in checks:  # later entries take precedence: structural reasons before OOM before overload
         reason = np.where(bad, code, reason)
     feasible = reason == 0
 
@@ -603,7 +742,15 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         # engine seconds per prompt when prompts run back to back (a burst of arrivals)
         "prefill_s_per_request": eng["prompt_s"],
         "clients_per_engine": clients,
+        "request_rate": op["request_rate"] * groups,  # requests/s per replica (given, or the closed loop's)
+        # disaggregated serving (explorer/disagg.py fills these; NaN for aggregated rows)
+        **{k: np.full(len(s.H), np.nan) for k in DISAGG_COLUMNS},
+        **pct,
     }
+    if s.spec_k is not None:  # speculative decoding: 1+K tokens per sequence through each step's GEMMs,
+        # E output tokens per step, so a step's share of prompt tokens is E times a token's
+        res["tokens_per_step"] = b_run * ((1.0 + s.spec_k) + s.spec_tokens * (s.isl / s.osl))
+        res["draft_tokens"], res["accepted_tokens_per_step"] = s.spec_k, s.spec_tokens
     for k in COMPONENTS:
         res[f"t_{k}_s"] = bd[k]
     comp, gemms = eng["comp"], eng["gemms"]
@@ -646,3 +793,24 @@ def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool
                 out[k] = np.empty(n, dtype=v.dtype)
             out[k][sel] = v
     return out
+
+
+def engine_profile(c: Mapping[str, np.ndarray], table: HardwareTable, batches) -> dict[str, np.ndarray]:
+    """Step times of the first row's engine at each decode batch in ``batches`` -- the inputs of the
+    discrete-event oracle (:mod:`explorer.events`), computed by the same :func:`_engine` as
+    :func:`simulate`.  Chunks are costed at the full token budget and without the attention-DP
+    straggler factor (the oracle runs one engine).
+
+    Returns ``batch``, ``t_decode_s`` (pure decode step), ``chunk_s_per_token`` (extra seconds per
+    prompt token in a mixed step, or per token of a prefill step), ``budget_tokens`` (prompt tokens
+    a step may carry), and the row's scalars ``b_cap``, ``isl``, ``osl``, ``request_s``, ``mixed``.
+    """
+    b = np.asarray(batches, dtype=np.float64)
+    row = {k: (np.repeat(np.asarray(v)[:1], len(b)) if np.ndim(v) else v) for k, v in c.items()}
+    env = _prepare(row, table)
+    s, hw = env["s"], env["hw"]
+    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - b, s.rt_max_tokens), 1.0)
+    eng = _engine(s, hw, np.maximum(b, 1e-9), budget / s.isl + 1.0, env["link_pp"], None)
+    return {"batch": b, "t_decode_s": eng["T_dec"], "chunk_s_per_token": eng["tau"] / s.isl,
+            "budget_tokens": eng["Q"], "b_cap": float(env["b_cap"][0]), "isl": float(s.isl[0]),
+            "osl": float(s.osl[0]), "request_s": float(s.rt_request[0]), "mixed": bool(s.rt_mixed[0])}

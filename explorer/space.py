@@ -9,7 +9,7 @@ import Optuna: :mod:`explorer.search` maps them):
 * a fixed value: ``layers: 80``;
 * a choice list: ``tp: [1, 2, 4, 8]`` or ``tp: {choices: [1, 2, 4, 8]}``;
 * an int range: ``hidden: {low: 6144, high: 10240, step: 512}``, ``batch: {low: 1, high: 1024, log: true}``;
-* a float range (only ``moe_imbalance``): ``{low: 1.0, high: 1.5, step: 0.1}``.
+* a float range (only ``moe_imbalance`` and ``acceptance``): ``{low: 1.0, high: 1.5, step: 0.1}``.
 
 Loading is strict (unknown keys with a did-you-mean, wrong types, empty ranges, contradictions,
 unknown hardware/model/precision) and every error is one :class:`SpecError` naming file and key.
@@ -18,7 +18,9 @@ a multiple of ``head_dim`` when heads are derived, ...) never raise: such points
 infeasible with a reason, like the simulator's own rules.
 
 **Quality anchor.**  A space that searches the model shape must state a capacity band on total
-and/or active parameters: a throughput search otherwise simply picks the smallest model.
+and/or active parameters, or a predicted-loss bound (``constraints.quality``, with ``training``:
+the logic lives in :mod:`explorer.constraints` and :mod:`explorer.quality`): a throughput search
+otherwise simply picks the smallest model.
 
 **Graded constraints** (``c_*`` columns, one per rule, dimensionless, ``<= 0`` feasible) let the
 samplers tell "nearly feasible" from "hopeless": ``c_memory = needed/usable - 1``, band violations as
@@ -40,6 +42,19 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from explorer.constraints import (
+    LOSS_REFERENCE_FACTOR,
+    QUALITY_REASON,
+    DecisionSpec,
+    QualitySpec,
+    grade_quality,
+    parse_decision,
+    parse_quality,
+    quality_reasons,
+    quality_results,
+    tokens_value,
+)
+from explorer.cost import add_cost
 from explorer.design import build_design
 from explorer.errors import SpecError
 from explorer.hardware import HARDWARE_DIR, Hardware, HardwareTable, load_hardware
@@ -58,6 +73,7 @@ from explorer.specio import (
     parse_yaml_text,
     read_text_file,
 )
+from explorer.speculative import MAX_DRAFT_TOKENS, is_mtp_name
 
 # --------------------------------------------------------------------------------------------
 # parameter kinds
@@ -68,13 +84,17 @@ DIRECTIONS = ("maximize", "minimize")
 #: Result columns that may be objectives (all numeric, all finite for every row).
 OBJECTIVE_COLUMNS = (
     "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s", "gpus", "memory_bytes_per_gpu",
-    "params_total", "params_active",
+    "params_total", "params_active", "tokens_per_s_per_kw", "usd_per_million_tokens",
+    "predicted_loss",  # explorer/quality.py; turns quality on
 )
 DEFAULT_OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
 
 WORKLOAD_KEYS = ("isl", "osl")
-DEPLOY_KEYS = ("batch", "precision", "runtime", "tp", "pp", "ep", "dp", "moe_imbalance")
-TEXT_PARAMS = ("hardware", "model", "precision", "runtime")
+DEPLOY_KEYS = ("batch", "precision", "runtime", "tp", "pp", "ep", "dp", "moe_imbalance",
+               "draft_tokens", "acceptance", "draft_model",  # these three: explorer/speculative.py
+               "serving", "prefill_tp", "prefill_pp")  # these three: explorer/disagg.py
+TEXT_PARAMS = ("hardware", "model", "precision", "runtime", "draft_model", "serving")
+SERVING_MODES = ("aggregated", "disaggregated")
 FLAG_PARAMS = ("gated", "tied", "qkv_bias")
 _MIN1 = {"hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "isl", "osl", "batch", "tp", "pp",
          "ep", "dp"}
@@ -85,7 +105,10 @@ _DEPLOY_DEFAULTS = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_imbalance": 1.0}
 #: Largest value of each numeric parameter: beyond it the simulator cannot represent the design.
 SIZE_LIMITS: dict[str, float] = {**{c: MAX_SIZE for c in SHAPE_COLUMNS}, "isl": MAX_SIZE, "osl": MAX_SIZE,
                                  "batch": MAX_SIZE, "tp": MAX_PARALLEL, "pp": MAX_PARALLEL, "ep": MAX_PARALLEL,
-                                 "dp": MAX_PARALLEL, "moe_imbalance": 1000.0}
+                                 "dp": MAX_PARALLEL, "moe_imbalance": 1000.0,
+                                 "draft_tokens": MAX_DRAFT_TOKENS, "acceptance": 1.0}
+#: Float parameters and their lower bounds (everything else numeric is a whole number).
+_FLOAT_LOW = {"moe_imbalance": 1.0, "acceptance": 0.0}
 
 #: Infeasibility codes added by the space (the simulator's are 1-7, see ``explorer.simulate.REASONS``).
 SPACE_REASONS = {
@@ -96,10 +119,19 @@ SPACE_REASONS = {
     105: "sliding_layers exceeds layers",
     110: "total parameters outside the capacity band",
     111: "active parameters outside the capacity band",
+    112: "predicted loss above the quality limit",
     120: "tokens/s/user below the minimum",
     121: "TTFT above the maximum",
+    122: "p99 TTFT above the maximum",
+    123: "p99 TPOT above the maximum",
+    130: "tokens/s/kW below the minimum",
+    131: "USD per million tokens above the maximum",
 }
 _SHAPE_RULES = (101, 102, 103, 104, 105)
+#: The space's cost settings (``cost:`` section and cost constraints), as SearchSpace attribute names.
+_COST_KEYS = ("usd_per_gpu_hour", "power_overhead_factor", "min_tokens_per_s_per_kw", "max_usd_per_million_tokens")
+#: Largest graded violation of the price constraint (zero throughput costs +inf USD per token).
+_MAX_GRADE = 1e12
 _SIM_STRUCTURAL = (1, 2, 3, 4, 5, 7)
 
 
@@ -196,6 +228,21 @@ class SearchSpace:
     description: str = ""
     #: Hardware kinds given as file paths: name -> absolute path (shipped kinds are loaded by name).
     hardware_files: dict[str, str] = field(default_factory=dict)
+    #: ``cost:`` section (explorer/cost.py): price per GPU-hour override (one number for every kind)
+    #: and facility W per board W; None = the hardware files' prices / the default factor.
+    usd_per_gpu_hour: float | None = None
+    power_overhead_factor: float | None = None
+    #: ``constraints.min_tokens_per_s_per_kw`` / ``constraints.max_usd_per_million_tokens``.
+    min_tokens_per_s_per_kw: float | None = None
+    max_usd_per_million_tokens: float | None = None
+    #: ``constraints.max_ttft_p99_s`` / ``constraints.max_tpot_p99_s`` (explorer/open_loop.py spread)
+    max_ttft_p99_s: float | None = None
+    max_tpot_p99_s: float | None = None
+    #: Predicted quality (explorer/quality.py, explorer/constraints.py): on only when the space asks
+    #: (``training``, ``constraints.quality``, a ``predicted_loss`` objective, ``decision``).
+    quality_on: bool = False
+    quality: QualitySpec | None = None
+    decision: DecisionSpec | None = None
 
     # ---------------------------------------------------------------- structure
     @property
@@ -221,6 +268,10 @@ class SearchSpace:
             keys.append("min_tokens_per_s_per_user")
         if self.max_ttft_s is not None:
             keys.append("max_ttft_s")
+        keys += [k for k in ("max_ttft_p99_s", "max_tpot_p99_s") if getattr(self, k) is not None]
+        keys += [k for k in ("min_tokens_per_s_per_kw", "max_usd_per_million_tokens") if getattr(self, k) is not None]
+        if self.quality is not None and self.quality.limit is not None:
+            keys.append("quality")
         return keys
 
     def hypervolume_reference(self) -> list[float] | None:
@@ -230,6 +281,10 @@ class SearchSpace:
             return list(ref)
         if all(d == "maximize" for d in self.directions):
             return [0.0] * len(self.objectives)
+        # predicted_loss (minimised): LOSS_REFERENCE_FACTOR x the quality limit (docs/quality.md)
+        lim = self.quality.limit if self.quality is not None else None
+        if lim is not None and all(d == "maximize" or k == "predicted_loss" for k, d in self.objectives.items()):
+            return [LOSS_REFERENCE_FACTOR * lim if k == "predicted_loss" else 0.0 for k in self.objectives]
         return None
 
     def grid_axes(self) -> list[tuple[str, np.ndarray | list]]:
@@ -259,13 +314,19 @@ class SearchSpace:
     def fingerprint(self) -> str:
         """Hash of what defines the points and their scores (not the search settings): a study resumed
         under a different space would mix incomparable trials."""
-        canon = {
+        canon: dict[str, Any] = {
             "params": {k: [type(p).__name__, _jsonable(p.__dict__)] for k, p in self.params.items()},
             "derived": list(self.derived),
             "capacity": {k: list(v) for k, v in self.capacity.items()},
-            "slo": [self.min_tokens_per_s_per_user, self.max_ttft_s],
+            "slo": [self.min_tokens_per_s_per_user, self.max_ttft_s]
+            + ([self.max_ttft_p99_s, self.max_tpot_p99_s] if self.max_ttft_p99_s or self.max_tpot_p99_s else []),
             "objectives": self.objectives,
         }
+        cost = {k: getattr(self, k) for k in _COST_KEYS if getattr(self, k) is not None}
+        if cost:  # only when set: spaces without cost settings keep their fingerprint
+            canon["cost"] = cost
+        if self.quality_on:  # likewise for quality
+            canon["quality"] = self.quality.canon() if self.quality is not None else True
         return hashlib.sha256(json.dumps(canon, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def _key(self, name: str) -> str:
@@ -275,6 +336,8 @@ class SearchSpace:
             return f"workload.{name}"
         if name in DEPLOY_KEYS:
             return f"deployment.{name}"
+        if name == "training_tokens":
+            return "training.tokens"
         return f"shape.{name}"
 
     # ---------------------------------------------------------------- provenance
@@ -290,6 +353,17 @@ class SearchSpace:
             out["min_tokens_per_s_per_user"] = self.min_tokens_per_s_per_user
         if self.max_ttft_s is not None:
             out["max_ttft_s"] = self.max_ttft_s
+        for k in ("max_ttft_p99_s", "max_tpot_p99_s"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        for k in _COST_KEYS:
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.quality is not None:
+            out["quality"] = self.quality.meta()
+            if self.quality.limit is not None:
+                out["anchor"] = (self.quality.anchor() if out["anchor"] in ("none", "fixed model")
+                                 else f"{out['anchor']}; {self.quality.anchor()}")
         return out
 
     def workload_meta(self) -> dict[str, Any]:
@@ -353,10 +427,17 @@ class SearchSpace:
         values["hardware"] = hw
         values["precision"] = cols["precision"].astype(str)
         values["runtime"] = cols["runtime"].astype(str)
+        if "draft_model" in cols:
+            values["draft_model"] = cols["draft_model"].astype(str)
+        if "serving" in cols:  # disaggregated prefill/decode rows (explorer/disagg.py)
+            values["disagg"] = (cols["serving"].astype(str) == "disaggregated").astype(np.float64)
+        if self.max_ttft_p99_s is not None or self.max_tpot_p99_s is not None:
+            values["latency_percentiles"] = 1.0
         if self.uses_model:
             values["model"] = cols["model"].astype(str)
         design, table = build_design(values, self.where)
-        res = simulate(design, table, detail=detail)
+        res = add_cost(simulate(design, table, detail=detail), design, table, self.usd_per_gpu_hour,
+                       self.power_overhead_factor)
         return self._finish(n, cols, design, table, res, shape_codes)
 
     def score(self, samples: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
@@ -408,6 +489,12 @@ class SearchSpace:
                 p = res[f"params_{kind}"]
                 cons[f"params_{kind}"] = np.maximum((lo - p) / lo if lo > 0 else -p, (p - hi) / hi)
                 np.copyto(band_code, rule, where=(cons[f"params_{kind}"] > 0) & (band_code == 0))
+        if self.quality_on:  # predicted loss (explorer/quality.py) and its limit (explorer/constraints.py)
+            res = {**res, **quality_results(design, self._training_tokens(cols, n), cols["precision"], self.quality)}
+            grade = grade_quality(res, self.quality) if self.quality is not None else None
+            if grade is not None:
+                cons["quality"] = grade
+                np.copyto(band_code, QUALITY_REASON, where=(grade > 0) & (band_code == 0))
         slo_code = np.zeros(n, dtype=np.int64)
         if self.min_tokens_per_s_per_user is not None:
             lim = self.min_tokens_per_s_per_user
@@ -417,13 +504,36 @@ class SearchSpace:
             lim = self.max_ttft_s
             cons["max_ttft_s"] = (res["ttft_s"] - lim) / lim
             np.copyto(slo_code, 121, where=(cons["max_ttft_s"] > 0) & (slo_code == 0))
+        for key, col, rule in (("max_ttft_p99_s", "ttft_p99_s", 122), ("max_tpot_p99_s", "tpot_p99_s", 123)):
+            lim = getattr(self, key)
+            if lim is not None:
+                cons[key] = np.minimum((np.asarray(res[col], dtype=np.float64) - lim) / lim, _MAX_GRADE)
+                np.copyto(slo_code, rule, where=(cons[key] > 0) & (slo_code == 0))
+        if self.min_tokens_per_s_per_kw is not None:
+            lim = self.min_tokens_per_s_per_kw
+            cons["min_tokens_per_s_per_kw"] = (lim - res["tokens_per_s_per_kw"]) / lim
+            np.copyto(slo_code, 130, where=(cons["min_tokens_per_s_per_kw"] > 0) & (slo_code == 0))
+        if self.max_usd_per_million_tokens is not None:
+            lim = self.max_usd_per_million_tokens
+            cons["max_usd_per_million_tokens"] = np.minimum((res["usd_per_million_tokens"] - lim) / lim, _MAX_GRADE)
+            np.copyto(slo_code, 131, where=(cons["max_usd_per_million_tokens"] > 0) & (slo_code == 0))
         # precedence: shape rules, capacity band, simulator (structure, then memory), SLOs
         for later in (band_code, sim_code, slo_code):
             code = np.where(code == 0, later, code)
         feasible = code == 0
         objectives = np.column_stack([np.asarray(res[k], dtype=np.float64) for k in self.objectives])
+        if "usd_per_million_tokens" in self.objectives:  # zero throughput costs +inf: keep objectives finite
+            objectives = np.minimum(objectives, np.finfo(np.float64).max)
         return Evaluation(n=n, cols=cols, design=design, table=table, res=res, code=code, feasible=feasible,
                           constraints=cons, objectives=objectives)
+
+    def _training_tokens(self, cols: dict[str, np.ndarray], n: int) -> np.ndarray:
+        """Training tokens of each point: ``training.tokens``, else the preset's published tokens
+        (checked at load: every preset of a quality space has them)."""
+        if "training_tokens" in cols:
+            return np.asarray(cols["training_tokens"], dtype=np.float64)
+        tokens = _map_text(cols["model"], lambda m: get_preset(m).training_tokens)
+        return np.asarray(tokens, dtype=np.float64)
 
     def frame(self, ev: Evaluation) -> pd.DataFrame:
         """The results table of an evaluation: ``explorer.results`` columns, the sampled values of the
@@ -432,6 +542,10 @@ class SearchSpace:
         prec = _map_text(ev.cols["precision"], lambda p: parse_precision(p).label)
         rt = _map_text(ev.cols["runtime"], lambda r: load_runtime(r).name)
         df = results_frame(ev.design, ev.table, ev.res, text={"model": model, "precision": prec, "runtime": rt})
+        if "serving" in ev.cols:
+            df["serving"] = ev.cols["serving"].astype(str)
+            for k in ("prefill_tp", "prefill_pp"):
+                df[k] = np.asarray(ev.design[k]).astype(np.int64)
         if not self.uses_model:
             bad = np.isin(ev.code, _SHAPE_RULES)
             for k in SHAPE_COLUMNS:
@@ -472,11 +586,23 @@ class SearchSpace:
             lo, hi = self.capacity[kind]
             return [f"{kind} parameters {p / 1e9:.1f} B outside the capacity band {lo / 1e9:g}-{hi / 1e9:g} B"
                     for p in r[f"params_{kind}"][m]]
+        if code == QUALITY_REASON and self.quality is not None:
+            return quality_reasons(r, self.quality, m)
         if code == 120:
             return [f"tokens/s/user {x:.1f} below the minimum {self.min_tokens_per_s_per_user:g}"
                     for x in r["tokens_per_s_per_user"][m]]
         if code == 121:
             return [f"TTFT {x:.3g} s above the maximum {self.max_ttft_s:g} s" for x in r["ttft_s"][m]]
+        if code in (122, 123):
+            what, col, lim = (("TTFT", "ttft_p99_s", self.max_ttft_p99_s) if code == 122
+                              else ("TPOT", "tpot_p99_s", self.max_tpot_p99_s))
+            return [f"p99 {what} {x:.3g} s above the maximum {lim:g} s" for x in r[col][m]]
+        if code == 130:
+            return [f"tokens/s/kW {x:.1f} below the minimum {self.min_tokens_per_s_per_kw:g}"
+                    for x in r["tokens_per_s_per_kw"][m]]
+        if code == 131:
+            return [f"USD {x:.3g} per million tokens above the maximum {self.max_usd_per_million_tokens:g}"
+                    for x in r["usd_per_million_tokens"][m]]
         return [reason_label(code)] * int(m.sum())
 
 
@@ -544,7 +670,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         raise SpecError(where, None, "empty file: expected a search space (hardware, shape or model, workload, ...)")
     top = Section(data, where)
     top.check_keys({"description", "hardware", "model", "shape", "workload", "deployment", "constraints",
-                    "objectives", "search"})
+                    "objectives", "search", "cost", "training", "decision"})
     description = top.string("description", "")
     params: dict[str, Param] = {}
 
@@ -630,10 +756,27 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     for k in ("tp", "pp", "ep", "dp", "moe_imbalance"):
         params[k] = _num_param(dep, k) if dep.has(k) else Fixed(_DEPLOY_DEFAULTS[k])
     _check_ep(params, where, has_model)
+    # speculative decoding (explorer/speculative.py): parameters only when the space names them
+    for k in ("draft_tokens", "acceptance"):
+        if dep.has(k):
+            params[k] = _num_param(dep, k)
+    if dep.has("draft_model"):
+        params["draft_model"] = _text_param(dep, "draft_model", _check_draft_model)
+    _check_speculation(params, where, has_model)
+    # disaggregated prefill/decode (explorer/disagg.py): parameters only when the space names them
+    if dep.has("serving"):
+        params["serving"] = _text_param(dep, "serving", _check_serving)
+    for k in ("prefill_tp", "prefill_pp"):
+        if dep.has(k):
+            if not dep.has("serving"):
+                raise SpecError(where, f"deployment.{k}", "needs deployment.serving (aggregated, disaggregated)")
+            params[k] = _num_param(dep, k)
 
     # constraints
     cons = top.section("constraints", required=False)
-    cons.check_keys({"capacity", "min_tokens_per_s_per_user", "max_ttft_s"})
+    cons.check_keys({"capacity", "min_tokens_per_s_per_user", "max_ttft_s", "max_ttft_p99_s", "max_tpot_p99_s",
+                     "min_tokens_per_s_per_kw",
+                     "max_usd_per_million_tokens", "quality"})
     capacity: dict[str, tuple[float, float]] = {}
     if cons.has("capacity"):
         cap = cons.section("capacity")
@@ -643,16 +786,21 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
                 capacity[kind] = _band(cap, f"{kind}_B")
         if not capacity:
             raise SpecError(where, "constraints.capacity", "give total_B: [low, high] and/or active_B: [low, high]")
-    if shape_search and not capacity:
+    quality = parse_quality(cons.section("quality")) if cons.has("quality") else None
+    if shape_search and not capacity and (quality is None or quality.limit is None):
         raise SpecError(
             where, "constraints.capacity",
-            "required when the shape is searched: state a capacity band (e.g. capacity: {total_B: [65, 75]}); "
+            "required when the shape is searched: state a capacity band (e.g. capacity: {total_B: [65, 75]}) or a "
+            "predicted-loss bound (quality: {reference: llama-3.1-70b, max_loss_increase_pct: 0.5}); "
             "without a quality anchor a throughput search simply picks the smallest model",
         )
     if has_model and capacity:
         _check_presets_in_band(params["model"], capacity, where)
     min_tpu = cons.number("min_tokens_per_s_per_user", None, min_value=0, min_exclusive=True)
     max_ttft = cons.number("max_ttft_s", None, min_value=0, min_exclusive=True)
+    p99 = {k: cons.number(k, None, min_value=0, min_exclusive=True) for k in ("max_ttft_p99_s", "max_tpot_p99_s")}
+    min_kw = cons.number("min_tokens_per_s_per_kw", None, min_value=0, min_exclusive=True)
+    max_usd = cons.number("max_usd_per_million_tokens", None, min_value=0, min_exclusive=True)
 
     # objectives
     objectives = dict(DEFAULT_OBJECTIVES)
@@ -662,6 +810,9 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         objectives = {str(k): obj.string(k, choices=set(DIRECTIONS)) for k in obj.data}
         if not objectives:
             raise SpecError(where, "objectives", "give at least one objective (e.g. tokens_per_s_per_gpu: maximize)")
+
+    cost = _cost_settings(top, params["hardware"], hw_files, objectives, min_kw, max_usd)
+    quality_on, decision = _quality_settings(top, params, quality, objectives, shape_search, has_model)
 
     # search settings
     se = top.section("search", required=False)
@@ -691,7 +842,93 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         where=where, text=text, params=params, derived=tuple(derived), shape_search=shape_search,
         capacity=capacity, min_tokens_per_s_per_user=min_tpu, max_ttft_s=max_ttft, objectives=objectives,
         search=settings, description=description, hardware_files=hw_files,
+        min_tokens_per_s_per_kw=min_kw, max_usd_per_million_tokens=max_usd, **cost, **p99,
+        quality_on=quality_on, quality=quality, decision=decision,
     )
+
+
+def _quality_settings(top: Section, params: dict[str, Param], quality: QualitySpec | None,
+                      objectives: dict[str, str], shape_search: bool, has_model: bool
+                      ) -> tuple[bool, DecisionSpec | None]:
+    """``training: {tokens}`` (a parameter: fixed, choices or a range), ``decision`` and whether
+    quality is on; every point of a quality space must have known training tokens."""
+    where = top.where
+    if top.has("training"):
+        tr = top.section("training")
+        tr.check_keys({"tokens"})
+        params["training_tokens"] = _tokens_param(tr, "tokens")
+    decision = (parse_decision(top.section("decision"), quality.reference if quality is not None else None)
+                if top.has("decision") else None)
+    on = (top.has("training") or quality is not None or "predicted_loss" in objectives or decision is not None)
+    if not on or "training_tokens" in params:
+        return on, decision
+    why = ("constraints.quality" if quality is not None else "objectives.predicted_loss"
+           if "predicted_loss" in objectives else "decision")
+    if not has_model:
+        raise SpecError(where, "training.tokens", f"required by {why}: the predicted loss needs the training "
+                                                  "budget of the shapes (e.g. training: {tokens: 1.5e+13})")
+    missing = [n for n in _values(params["model"]) if get_preset(n).training_tokens is None]
+    if missing:
+        raise SpecError(where, "training.tokens", f"required by {why}: {', '.join(missing)} has no published "
+                                                  "training tokens (give training: {tokens: ...})")
+    return on, decision
+
+
+def _tokens_param(sec: Section, name: str) -> Param:
+    """Training tokens: a number, a choice list or a float range (``{low, high, log: true}``)."""
+    where, key = sec.where, sec.key(name)
+    raw = sec.raw(name)
+    if isinstance(raw, list):
+        return _choices([tokens_value(v, where, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
+    if isinstance(raw, Mapping):
+        rs = Section(raw, where, key)
+        if "choices" in raw:
+            rs.check_keys({"choices"})
+            ch = raw["choices"]
+            if not isinstance(ch, list):
+                raise SpecError(where, f"{key}.choices", f"expected a list, got {ch!r}")
+            return _choices([tokens_value(v, where, f"{key}.choices[{i}]") for i, v in enumerate(ch)], where,
+                            f"{key}.choices")
+        rs.check_keys({"low", "high", "step", "log"})
+        low = tokens_value(rs.raw("low"), where, f"{key}.low")
+        high = tokens_value(rs.raw("high"), where, f"{key}.high")
+        log = _flag(rs, "log", False)
+        if low > high:
+            raise SpecError(where, key, f"empty range: low {low:g} > high {high:g}")
+        step = tokens_value(rs.raw("step"), where, f"{key}.step") if rs.has("step") else None
+        if log and step is not None:
+            raise SpecError(where, f"{key}.step", "a log range takes no step (Optuna samples log ranges continuously)")
+        if step is not None and not math.isclose(((high - low) / step) % 1.0, 0.0, abs_tol=1e-9) \
+                and not math.isclose(((high - low) / step) % 1.0, 1.0, abs_tol=1e-9):
+            raise SpecError(where, key, f"high {high:g} is not low {low:g} plus a whole number of steps {step:g}")
+        return FloatRange(low, high, step, log)
+    return Fixed(tokens_value(raw, where, key))
+
+
+def _cost_settings(top: Section, hw_param: Param, hw_files: dict[str, str], objectives: dict[str, str],
+                   min_kw: float | None, max_usd: float | None) -> dict[str, float | None]:
+    """The ``cost:`` section (``usd_per_gpu_hour``, ``power_overhead_factor``), and the rule that a
+    space asking for a cost figure (objective or constraint) has it for every hardware kind."""
+    sec = top.section("cost", required=False)
+    sec.check_keys({"usd_per_gpu_hour", "power_overhead_factor"})
+    usd = sec.number("usd_per_gpu_hour", None, min_value=0, min_exclusive=True, max_value=10_000)
+    factor = sec.number("power_overhead_factor", None, min_value=1, max_value=10)
+    names = [hw_param.value] if isinstance(hw_param, Fixed) else list(cast(Choice, hw_param).choices)
+    kinds = [load_hardware(hw_files.get(h, h)) for h in names]
+    if usd is None and ("usd_per_million_tokens" in objectives or max_usd is not None):
+        bad = [h.name for h in kinds if not math.isfinite(h.usd_per_gpu_hour)]
+        if bad:
+            key = "objectives.usd_per_million_tokens" if max_usd is None else "constraints.max_usd_per_million_tokens"
+            raise SpecError(top.where, key, f"hardware {', '.join(bad)} has no price per GPU-hour (no 'price:' in its "
+                                            "file); set cost.usd_per_gpu_hour: <USD>")
+    if "tokens_per_s_per_kw" in objectives or min_kw is not None:
+        bad = [h.name for h in kinds if not math.isfinite(h.board_power_w)]
+        if bad:
+            key = "objectives.tokens_per_s_per_kw" if min_kw is None else "constraints.min_tokens_per_s_per_kw"
+            raise SpecError(top.where, key, f"hardware {', '.join(bad)} has no board power (no 'power:' in its file); "
+                                            "add power: {board_W: <W>, source: ...} to it")
+    return {"usd_per_gpu_hour": None if usd is None else float(usd),
+            "power_overhead_factor": None if factor is None else float(factor)}
 
 
 # ---------------------------------------------------------------- parameter parsing
@@ -709,8 +946,8 @@ def _num_param(sec: Section, name: str) -> Param:
     where, key = sec.where, sec.key(name)
     raw = sec.raw(name)
     flag = name in FLAG_PARAMS
-    is_float = name == "moe_imbalance"
-    lo_bound = 1.0 if is_float else (1 if name in _MIN1 else 0)
+    is_float = name in _FLOAT_LOW
+    lo_bound = _FLOAT_LOW[name] if is_float else (1 if name in _MIN1 else 0)
     hi_bound = SIZE_LIMITS.get(name)  # beyond it the simulator cannot represent the value
 
     def one(v: Any, k: str) -> Any:
@@ -771,6 +1008,44 @@ def _choices(values: list[Any], where: str, key: str) -> Param:
     return Choice(tuple(values)) if len(values) > 1 else Fixed(values[0])
 
 
+def _check_draft_model(v: Any, where: str, key: str) -> str:
+    """A draft model: a preset name, or ``mtp`` for the model's own MTP module."""
+    if not isinstance(v, str) or not v.strip():
+        raise SpecError(where, key, f"expected a model preset name or 'mtp', got {v!r}")
+    check_name_text(v, where, key, "model")
+    return "mtp" if is_mtp_name(v) else get_preset(v, where, key).shape.name
+
+
+def _param_values(p: Param) -> list[Any]:
+    if isinstance(p, Fixed):
+        return [p.value]
+    if isinstance(p, Choice):
+        return list(p.choices)
+    return [p.low, p.high]
+
+
+def _check_speculation(params: dict[str, Param], where: str, has_model: bool) -> None:
+    """Speculation keys that contradict each other or the model, as SpecErrors at load time."""
+    if "draft_tokens" not in params:
+        for k in ("acceptance", "draft_model"):
+            if k in params:
+                raise SpecError(where, f"deployment.{k}", "needs deployment.draft_tokens (draft tokens per step)")
+        return
+    if max(_param_values(params["draft_tokens"])) == 0:
+        return
+    if "acceptance" not in params:
+        raise SpecError(where, "deployment.acceptance", "required with deployment.draft_tokens > 0: a per-position "
+                                                        "acceptance probability in [0, 1] (or a choice list/range)")
+    drafts = _param_values(params["draft_model"]) if "draft_model" in params else ["mtp"]
+    if "mtp" in drafts:
+        models = [get_preset(m) for m in _param_values(params["model"])] if has_model else []
+        lacking = [m.shape.name for m in models if m.mtp_layers <= 0]
+        if not has_model or lacking:
+            raise SpecError(where, "deployment.draft_model",
+                            f"{'the custom shape' if not has_model else ', '.join(lacking)} has no MTP module: "
+                            "name a draft model preset (deployment.draft_model)")
+
+
 def _text_param(sec: Section, name: str, check) -> Param:
     where, key = sec.where, sec.key(name)
     raw = sec.raw(name)
@@ -819,6 +1094,12 @@ def _check_model(v: Any, where: str, key: str) -> str:
     if not isinstance(v, str):
         raise SpecError(where, key, f"expected a model preset name, got {v!r}")
     return get_preset(v, where, key).shape.name
+
+
+def _check_serving(v: Any, where: str, key: str) -> str:
+    if v not in SERVING_MODES:
+        raise SpecError(where, key, f"expected one of {', '.join(SERVING_MODES)}, got {v!r}")
+    return str(v)
 
 
 def _check_runtime(v: Any, where: str, key: str) -> str:

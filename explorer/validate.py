@@ -25,6 +25,10 @@ Mapping rules (each one a documented assumption):
   :mod:`explorer.kernel_cases` (the same cost functions the serving simulator calls: GEMM with
   latency and exposed epilogue, NCCL algorithms x protocols); STREAM triad is the achievable
   bandwidth ``hbm_bw * eta_memory``.  Message sizes use decimal units (1M = 1e6 bytes).
+* Speculative decoding (MTP) rows carry ``draft_tokens`` and the published acceptance, as
+  ``acceptance`` (per position) or ``acceptance_length`` (mean tokens per step, accepted drafts +
+  1), with ``acceptance_source``; the draft is the model's own MTP module (explorer/speculative.py).
+  A row naming MTP without them is unsupported.
 * Files of the two other shapes: serving curves (:mod:`explorer.curves`) and kernel
   microbenchmarks (:mod:`explorer.kernel_cases`).
 """
@@ -39,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer import speculative
 from explorer.closed_loop import start_burst_ttft_s
 from explorer.design import build_design
 from explorer.errors import ExplorerError, SpecError
@@ -50,8 +55,34 @@ from explorer.simulate import MAX_BATCH_GRID, simulate
 from explorer.specio import read_yaml
 
 DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
+#: MLPerf dataset length statistics (validation/mlperf_datasets.yaml, sourced there): the mean
+#: input/output tokens of a benchmark's dataset stand in when a system row leaves isl/osl unstated
+MLPERF_DATASETS = DEFAULT_MEASUREMENTS.parent / "mlperf_datasets.yaml"
+#: model preset -> MLPerf dataset key of that file
+MLPERF_DATASET_OF = {"mixtral-8x7b": "mixtral-8x7b", "llama-3.1-8b": "llama3.1-8b"}
+
+
+def mlperf_dataset_lengths(model: str) -> tuple[float, float] | None:
+    """(mean input, mean output) tokens of the MLPerf dataset the preset ``model`` is benchmarked on."""
+    key = MLPERF_DATASET_OF.get(model)
+    if key is None or not MLPERF_DATASETS.exists():
+        return None
+    ds = (read_yaml(MLPERF_DATASETS).get("datasets") or {}).get(key)
+    if not ds:
+        return None
+    return float(ds["mean_input_tokens"]), float(ds["mean_output_tokens"])
 CASE_KEYS = {"id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "isl", "osl",
-             "concurrency_or_batch", "metric", "value", "unit", "source", "notes", "trust"}
+             "concurrency_or_batch", "metric", "value", "unit", "source", "notes", "trust",
+             "ttft_limit_ms", "tpot_limit_ms",
+             # speculative decoding (explorer/speculative.py): K, and the per-position acceptance
+             # (a number or one per position) or the published acceptance length, with its source
+             "draft_tokens", "acceptance", "acceptance_length", "acceptance_source"}
+#: Case values of speculative decoding; rows without them are scored with ``draft_tokens = 0``.
+SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
+#: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
+#: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
+MLPERF_SCENARIOS = ("offline", "server", "interactive")
+
 GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
 
 INFERENCE_METRICS = {
@@ -61,6 +92,7 @@ INFERENCE_METRICS = {
     "output_throughput": ("tokens_per_s_total", {"tok/s"}),
     "decode_tokens_per_s_per_user": ("tokens_per_s_per_user", {"tok/s/user"}),
     "first_token_latency": ("ttft_ms", {"ms"}),
+    "output_tokens_per_s_system": ("tokens_per_s_total", {"tok/s (whole system)", "tok/s"}),
 }
 KERNEL_METRICS = {
     "gemm_achieved_tflops": {"tflops"},
@@ -222,8 +254,14 @@ def parse_case(raw: Any, index: int) -> Case:
         preset = get_preset(str(raw.get("model")), cid, "model")
         prec = precision_policy(raw.get("precision"), hw, preset.shape.name)
         notes = str(raw.get("notes", "")).lower()
-        if re.search(r"(?<!no)mtp", cid.lower()) or ("mtp" in notes and "without mtp" not in notes):
-            raise ValueError("needs speculative decoding (MTP) acceptance, which the simulator does not model yet")
+        mtp_named = bool(re.search(r"(?<!no)mtp", cid.lower()) or ("mtp" in notes and "without mtp" not in notes))
+        spec = _speculation(raw, mtp_named)
+        system_row = metric == "output_tokens_per_s_system"
+        if system_row and raw.get("isl") is None:
+            lengths = mlperf_dataset_lengths(preset.shape.name)
+            if lengths is not None:  # the benchmark dataset's mean lengths (validation/mlperf_datasets.yaml)
+                raw = dict(raw, isl=int(round(lengths[0])), osl=raw.get("osl") or int(round(lengths[1])))
+                case.note = f"isl not stated: the MLPerf dataset's mean input {lengths[0]:g} tokens"
         if raw.get("isl") is None:
             raise ValueError("workload not stated (isl missing)")
         isl = whole_number(raw, "isl")
@@ -241,14 +279,29 @@ def parse_case(raw: Any, index: int) -> Case:
             dp = 1
             e = ep if (ep and experts) else 1
         case.num_gpus = n_gpus
-        if t * dp * pp != n_gpus:
+        if t * dp * pp != n_gpus and not system_row:
             raise ValueError(f"tp*dp*pp = {t * dp * pp} does not match num_gpus = {n_gpus}")
+        if system_row and n_gpus % (t * dp * pp) != 0:
+            raise ValueError(f"tp*dp*pp = {t * dp * pp} does not divide num_gpus = {n_gpus}")
         case.runtime = _runtime_of(cid, raw)
         case.family = "moe" if experts else "dense"
         # every inference row of measurements.yaml is an offline engine benchmark (trtllm-bench,
         # gptManagerBenchmark, gpt-fast): no HTTP server, so no per-request serving overhead
         case.values = {"model": preset.shape.name, "precision": prec, "isl": isl, "osl": osl,
                        "tp": t, "pp": pp, "ep": e, "dp": dp, "runtime": case.runtime, "serverless": True}
+        case.values.update(spec)
+        scenario = conc.strip().lower() if isinstance(conc, str) else ""
+        if scenario in MLPERF_SCENARIOS:
+            case.kind, case.regime = "system", f"mlperf_{scenario}"
+            case.values["serverless"] = True  # the LoadGen harness calls the engine in-process
+            if scenario == "offline":
+                case.saturated = True
+            else:
+                lim = {k: positive_number(raw, k) for k in ("ttft_limit_ms", "tpot_limit_ms")}
+                case.values.update(lim)
+            if raw.get("tp") is None and not ep:
+                case.values["tp_open"] = True  # the best deployment the GPUs allow (explorer/systems.py)
+            return case
         if isinstance(conc, str) and conc.strip().lower().startswith("max"):
             case.saturated = True
             case.regime = "saturated_throughput"
@@ -271,6 +324,32 @@ def parse_case(raw: Any, index: int) -> Case:
         return case
 
 
+def _speculation(raw: dict, mtp_named: bool) -> dict[str, Any]:
+    """Speculative-decoding values of a row (``draft_tokens`` with ``acceptance`` -- one number or
+    one per position -- or ``acceptance_length``, the published mean tokens per step): the draft
+    is the model's MTP module.  A per-position list or a length becomes the one per-position
+    probability with the same expected tokens per step (all the simulator uses).  A row that names
+    MTP without these fields cannot be scored."""
+    if raw.get("draft_tokens") is None:
+        if mtp_named:
+            raise ValueError("needs speculative decoding (MTP): give the row's draft_tokens and acceptance "
+                             "(per position) or acceptance_length (mean tokens per step), with acceptance_source")
+        return {}
+    k = whole_number(raw, "draft_tokens", minimum=0)
+    acc, length = raw.get("acceptance"), raw.get("acceptance_length")
+    if (acc is None) == (length is None):
+        raise ValueError("give one of 'acceptance' (per position) and 'acceptance_length' with draft_tokens")
+    if not str(raw.get("acceptance_source") or "").strip():
+        raise ValueError("'acceptance_source' is missing: where the acceptance figure comes from")
+    if length is not None:
+        a = speculative.uniform_acceptance(float(positive_number(raw, "acceptance_length") or 0.0), k)
+    else:
+        probs = speculative.check_acceptance(acc, k, "acceptance", None, "draft_tokens")
+        e = float(speculative.expected_tokens_per_step(np.asarray([probs]), k)[0])
+        a = speculative.uniform_acceptance(e, k) if k else 0.0
+    return {"draft_tokens": k, "acceptance": a}
+
+
 def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     """Read a validation file of any shipped shape: points (``measurements.yaml``: a
     ``measurements:`` list of metric rows), curves (``fronts.yaml``: ``curves:`` + ``rows:``) or
@@ -286,11 +365,38 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
 
         cases = kernel_cases.parse_kernel_rows(data["measurements"], str(path))
     elif isinstance(data, dict) and isinstance(data.get("measurements"), list):
-        cases = [parse_case(raw, i) for i, raw in enumerate(data["measurements"])]
+        rows, filled = _fill_unstated_precision(data["measurements"])
+        cases = [parse_case(raw, i) for i, raw in enumerate(rows)]
+        for i in filled:
+            if cases[i].supported:
+                cases[i].note = (f"precision not stated: '{rows[i]['precision']}' from the file's other rows of "
+                                 "the same model and GPU")
     else:
         raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels) "
                                                    "or 'curves:' and 'rows:' lists (serving curves)")
     return mark_duplicate_ids(cases)
+
+
+def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], list[int]]:
+    """MLPerf system rows whose precision is 'not stated' take the precision that every other row
+    of the same model and GPU in the file states, when there is exactly one (an assumption: a
+    submitter's harness keeps the format across rounds; such cases say so in their note).
+    Returns the rows (copies where filled) and the filled indices."""
+    stated: dict[tuple[str, str], set[str]] = {}
+    for raw in rows:
+        if isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system":
+            prec = str(raw.get("precision", "")).strip()
+            if prec and prec.lower() != "not stated":
+                stated.setdefault((str(raw.get("model")), str(raw.get("gpu"))), set()).add(prec.split(" ")[0].upper())
+    out, filled = list(rows), []
+    for i, raw in enumerate(rows):
+        if (isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system"
+                and str(raw.get("precision", "")).strip().lower() == "not stated"):
+            known = stated.get((str(raw.get("model")), str(raw.get("gpu"))), set())
+            if len(known) == 1:
+                out[i] = dict(raw, precision=next(iter(known)))
+                filled.append(i)
+    return out, filled
 
 
 def mark_duplicate_ids(cases: list[Case]) -> list[Case]:
@@ -355,6 +461,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
     out = np.full(len(cases), np.nan)
     rows: dict[str, list[Any]] = {}
     owner: list[int] = []
+    any_spec = any(c.supported and c.kind in SERVED_KINDS and c.values.get("draft_tokens") for c in cases)
     first: dict[tuple, int] = {}  # cases that share a design point (a curve row's axes) share its rows
     same: dict[int, int] = {}
     for ci, c in enumerate(cases):
@@ -368,8 +475,11 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
         for b in batches:
             for k, v in c.values.items():
-                if k not in ("batch", "runtime", "serverless", "benchmark"):
+                if k not in ("batch", "runtime", "serverless", "benchmark", *SPEC_VALUES):
                     rows.setdefault(k, []).append(v)
+            if any_spec:  # every row carries the speculation columns once one case speculates
+                for k, default in SPEC_VALUES.items():
+                    rows.setdefault(k, []).append(c.values.get(k, default))
             rows.setdefault("batch", []).append(int(b))
             rows.setdefault("hardware", []).append(hw(c.hardware))
             rows.setdefault("runtime", []).append(rt(c.values.get("runtime") or DEFAULT_RUNTIME))
@@ -410,9 +520,12 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 if cases[src].note and not cases[ci].note.startswith("derived"):
                     cases[ci].note = cases[ci].note or cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
+    system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system"]
+    for ci in system:
+        out[ci] = _predict_system(cases[ci], hw(cases[ci].hardware), rt(cases[ci].values.get("runtime") or DEFAULT_RUNTIME))
     # kernel rows (kernels.yaml, and the GEMM/all-reduce rows of measurements.yaml, which parse into
     # the same shape) are scored by explorer.kernel_cases' cost functions
-    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in SERVED_KINDS and c.kind != "hbm"]
+    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in (*SERVED_KINDS, "system", "hbm")]
     if kernel_like:
         from explorer import kernel_cases
 
@@ -424,6 +537,31 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         h = hw(c.hardware)  # STREAM triad: the achievable bandwidth
         out[ci] = h.hbm_bw * h.eta_memory / 1e12
     return out
+
+
+def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
+    """Whole-system output tokens/s of an MLPerf row (:func:`explorer.systems.best_system`): the
+    row's deployment, or with ``tp: null`` the best one the GPUs allow, at its saturated point
+    (Offline) or at the highest Poisson rate meeting the row's p99 limits (Server, Interactive)."""
+    from explorer.systems import best_system, candidates
+
+    v = case.values
+    base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp")}
+    experts = int(get_preset(str(v["model"])).shape.experts or 0)
+    deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
+            else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
+    lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
+    got = best_system(base, hw, rt, case.num_gpus, experts=experts, ttft_limit_s=lim["ttft_limit_ms"],
+                      tpot_limit_s=lim["tpot_limit_ms"], deployments=deps,
+                      request_s=0.0 if v.get("serverless") else None, where="validate")
+    if got is None:
+        case.supported, case.reason = False, "no feasible deployment (out of memory, or no rate meets the limits)"
+        return float("nan")
+    case.chosen_batch = got.batch
+    split = f"tp={got.tp} ep={got.ep} dp={got.dp} x {got.replicas} replicas"
+    if split not in case.note:
+        case.note = (case.note + "; " if case.note else "") + split
+    return got.tokens_per_s_system
 
 
 def ideal(hw: Hardware) -> Hardware:

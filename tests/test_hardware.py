@@ -13,7 +13,8 @@ from explorer.errors import SpecError
 from explorer.hardware import HARDWARE_DIR, hardware_files, list_hardware, load_hardware
 from explorer.precision import TENSOR_FORMATS
 
-NAMES = ["a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x", "mi355x", "l40s"]
+NAMES = ["a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x", "mi355x", "l40s",
+         "h800", "h200-nvl", "gh200", "rtx-pro-6000"]
 
 
 def test_every_file_loads():

@@ -31,7 +31,7 @@ from explorer.design import build_design
 from explorer.hardware import HardwareTable, list_hardware, load_hardware
 from explorer.model import SHAPE_COLUMNS, param_counts
 from explorer.precision import parse_precision, tensor_formats_needed
-from explorer.simulate import simulate
+from explorer.simulate import DISAGG_COLUMNS, PERCENTILE_COLUMNS, simulate
 
 HW_NAMES = tuple(h.name for h in list_hardware())
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -171,7 +171,9 @@ def per_gpu_lower_bounds(c, decode_batch=None) -> tuple[np.ndarray, np.ndarray]:
     kv_bytes = L * m_a * S_eff * kv_loc * _g(c, "b_kv")
     lm_bytes = p * 2.0 * V * H / t  # the LM head stays bf16
     nbytes = _g(c, "b_w") * w_elems + kv_bytes + lm_bytes
-    M = m_a * (1.0 + isl / osl)  # tokens through the weight GEMMs in a mixed step
+    # tokens through the weight GEMMs in a mixed step (a disaggregated decode pool carries no prompts)
+    dis = (_g(c, "disagg") == 1) if "disagg" in c else np.zeros_like(H, dtype=bool)
+    M = m_a * (1.0 + np.where(dis, 0.0, isl / osl))
     flops = 2.0 * M * (L * attn + n_dense * dense_mlp + n_moe * (shared + k * mats * H * Fe / t))
     flops = flops + p * 2.0 * m_a * V * H / t
     return nbytes, flops
@@ -199,9 +201,17 @@ def check_roofline(c, table: HardwareTable, res) -> None:
 
 
 def check_sane(c, table: HardwareTable, res) -> None:
+    n = len(res["feasible"])
+    is_open = np.asarray(c.get("request_rate", np.zeros(n))) > 0
+    want = is_open | (np.asarray(c.get("latency_percentiles", np.zeros(n))) > 0)
+    is_dis = np.asarray(c.get("disagg", np.zeros(n))) == 1
     for key, v in res.items():
         a = np.asarray(v)
-        if a.dtype.kind == "f":
+        if key in PERCENTILE_COLUMNS:  # NaN = not modelled for this row (closed loop), finite where asked
+            assert np.all(np.isfinite(a[want])) and np.all(np.isnan(a[~want])), f"{key} not finite where asked"
+        elif key in DISAGG_COLUMNS:  # NaN = aggregated serving
+            assert np.all(np.isfinite(a[is_dis])) and np.all(np.isnan(a[~is_dis])), f"{key}"
+        elif a.dtype.kind == "f":
             assert np.all(np.isfinite(a)), f"{key} not finite"
     feasible = np.asarray(res["feasible"], dtype=bool)
     code = np.asarray(res["reason_code"])
@@ -210,7 +220,7 @@ def check_sane(c, table: HardwareTable, res) -> None:
     assert np.all(res["tpot_s"] > 0) and np.all(res["ttft_s"] > 0)
     assert np.all(res["tokens_per_s_per_user"] > 0) and np.all(res["tokens_per_s_per_gpu"] > 0)
     # the closed loop never decodes more requests than there are clients
-    assert np.all(res["decode_batch"] <= _g(c, "batch") * (1 + REL))
+    assert np.all(res["decode_batch"][~is_open] <= _g(c, "batch")[~is_open] * (1 + REL))
     # a replica holds every weight at least once: worst-stage weights x GPUs >= all weights
     counts = param_counts(c)
     b_min = np.minimum(_g(c, "b_w"), 2.0)
@@ -363,6 +373,35 @@ def test_sweep_results_finite_and_feasible_points_fit(sweep):
     check_sane(c, table, res)
     feasible = np.asarray(res["feasible"])
     assert 0.01 < feasible.mean() < 0.99  # the sweep exercises both sides
+
+
+@pytest.fixture(scope="module")
+def serving_sweep():
+    """Random designs served under the serving mechanisms: Poisson arrivals, latency percentiles on
+    closed loops, disaggregated prefill/decode (explorer/open_loop.py, explorer/disagg.py)."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    v = random_designs(rng, n)
+    mode = rng.integers(0, 4, n)  # 0 closed, 1 open loop, 2 closed + percentiles, 3 disaggregated
+    v["request_rate"] = np.where(mode == 1, 10.0 ** rng.uniform(-2, 2, n), 0.0)
+    v["latency_percentiles"] = (mode == 2).astype(float)
+    v["disagg"] = (mode == 3).astype(float)
+    v["prefill_tp"] = rng.choice([1, 2, 4, 8], n)
+    return run(v)
+
+
+def test_serving_sweep_never_faster_than_the_roofline(serving_sweep):
+    check_roofline(*serving_sweep)
+
+
+def test_serving_sweep_results_finite_and_ordered(serving_sweep):
+    c, table, res = serving_sweep
+    check_sane(c, table, res)
+    ok = np.isfinite(res["ttft_p99_s"])
+    assert ok.sum() > 500
+    for m in ("ttft", "tpot"):  # percentiles never fall with p
+        assert np.all(res[f"{m}_p50_s"][ok] <= res[f"{m}_p90_s"][ok] * (1 + REL))
+        assert np.all(res[f"{m}_p90_s"][ok] <= res[f"{m}_p99_s"][ok] * (1 + REL))
 
 
 def test_sweep_more_hbm_bandwidth_and_flops_never_slower(sweep):

@@ -204,7 +204,8 @@ def test_write_fit_records_values_and_keeps_file_loadable(tmp_path):
     path.write_text(open(src.path).read())
     hw = _load_file(path)
     fit = calibrate(hw, DEFAULT_MEASUREMENTS, cases=load_cases(DEFAULT_MEASUREMENTS))
-    write_fit(fit, DEFAULT_MEASUREMENTS)
+    write_fit(fit, DEFAULT_MEASUREMENTS, runtime_dir=tmp_path)  # never the shipped runtimes/*.yaml
+    assert (tmp_path / "trtllm.yaml").exists()
     again = _load_file(path)
     assert again.efficiency_kind == "calibration"
     assert again.eta_compute == pytest.approx(fit.values["compute"], rel=1e-3)

@@ -55,6 +55,9 @@ def register(sub) -> None:
     p.add_argument("--study", help="study name (default: the space file's stem); output files are named after it")
     p.add_argument("--workers", type=lambda t: _count(t, 1, MAX_WORKERS), default=1,
                    help="local worker processes on one study (or grid chunks); default 1")
+    p.add_argument("--cluster", metavar="dask://HOST:PORT",
+                   help="run the grid's chunks on this Dask scheduler's workers (--sampler grid; "
+                        "docs/sweeps.md); studies share a --storage postgresql://... instead")
     p.add_argument("--out", default="reports", help="output folder (default: reports)")
     p.add_argument("--no-report", action="store_true", help="write the CSV only")
     p.add_argument("--measured", metavar="FILE",
@@ -85,9 +88,14 @@ def run(args) -> int:
             raise SpecError("--storage", None, "the grid sampler scores every point without a study; drop --storage")
         check_grid(space)
         spec = None
+        cluster = _check_cluster(args, space)
     else:
         from explorer.storage import storage_spec
 
+        if getattr(args, "cluster", None) is not None:
+            raise SpecError("--cluster", None, f"runs the exhaustive grid (--sampler grid), not the {sampler} "
+                                               "sampler; a study shares one --storage postgresql://... across "
+                                               "machines instead (docs/sweeps.md)")
         spec = storage_spec(args.storage, out, study, args.workers)
     args.measured_curves = _load_measured(args)
     _check_outputs(args, out, study, sampler, spec)
@@ -95,7 +103,7 @@ def run(args) -> int:
     if sampler == "grid":
         from explorer.grid import run_grid
 
-        g = run_grid(space, workers=args.workers, progress=progress, seed=seed)
+        g = run_grid(space, workers=args.workers, progress=progress, seed=seed, cluster=cluster)
         df, interrupted = g.frame, False
         info = {"kind": "grid", "points": g.total, "feasible": g.feasible, "reason_counts": g.reason_counts,
                 "kept_all": g.kept_all, "seconds": g.seconds}
@@ -131,6 +139,22 @@ def run(args) -> int:
         raise SpecError(str(where), None, f"cannot write ({e.strerror or e}); {_safe_trials(r, spec)} are safe in "
                                           f"{spec.describe()}; '{_rebuild_command(args)}' rebuilds the outputs") \
             from None
+
+
+def _check_cluster(args, space):
+    """``--cluster``: a reachable Dask scheduler whose workers score this space as here (checked
+    before any output is written; explorer/cluster.py), or None."""
+    if getattr(args, "cluster", None) is None:
+        return None
+    from explorer.cluster import parse_cluster
+    from explorer.grid import check_cluster
+
+    cluster = parse_cluster(args.cluster)
+    if args.workers > 1:
+        raise SpecError("--cluster", None, "give --cluster or --workers, not both (the cluster's workers are "
+                                           "started with 'dask worker')")
+    check_cluster(space, cluster)
+    return cluster
 
 
 def _load_measured(args):
@@ -229,6 +253,9 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
         masked = np.where(feas[trial_rows, None], vals[trial_rows], np.nan)
         history = hypervolume_history(masked, space.directions, ref,
                                       order=df["trial"].to_numpy()[trial_rows]).tolist()
+    from explorer.decision import format_decision, space_decision
+
+    decision = space_decision(space, df)  # None unless the space names a reference model (docs/quality.md)
 
     if not args.no_report:
         write_report: Callable[..., Path] | None
@@ -241,6 +268,8 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
             print("note: report skipped (explorer.report is not available)", file=sys.stderr)
         else:
             meta = _meta(space, sampler, seed, study, info, len(df), history, counts, hv)
+            if decision is not None:
+                meta["decision"] = decision
             final = out / f"{study}.html"
             tmp = out / f".{study}.{os.getpid()}.tmp.html"
             try:
@@ -253,6 +282,8 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
                 tmp.unlink(missing_ok=True)
 
     print(_summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupted))
+    if decision is not None:
+        print("\n".join("  " + line for line in format_decision(decision)))
     return 130 if interrupted else 0
 
 
@@ -319,9 +350,15 @@ def _fmt_point(r, space) -> str:
              + (f" E={r['experts']} k={r['experts_per_token']} Fe={r['expert_ffn']}" if r["experts"] else "")
              + f" ({r['params_total'] / 1e9:.1f}B" + (f", {r['params_active'] / 1e9:.1f}B active)" if r["experts"]
                                                         else ")"))
+    loss = (f", predicted loss {r['predicted_loss']:.4f}" if "predicted_loss" in r else "") + (
+        f" ({r['predicted_loss_delta_pct']:+.2f} %)" if "predicted_loss_delta_pct" in r else "")
     return (f"{r['tokens_per_s_per_gpu']:,.1f} tok/s/GPU at {r['tokens_per_s_per_user']:,.1f} tok/s/user, "
             f"TTFT {r['ttft_s'] * 1e3:,.0f} ms: {r['hardware']} {r['precision']} {shape} batch={r['batch']} "
-            f"tp={r['tp']} pp={r['pp']} ep={r['ep']} dp={r['dp']} ({r['memory_bytes_per_gpu'] / 1e9:.0f} GB/GPU)")
+            f"tp={r['tp']} pp={r['pp']} ep={r['ep']} dp={r['dp']}"
+            + (f" {r['serving']}" + (f" (prefill tp={r['prefill_tp']})" if r["serving"] == "disaggregated" else "")
+               if "serving" in r else "")
+            + f" ({r['memory_bytes_per_gpu'] / 1e9:.0f} GB/GPU)"
+            f"{loss}")
 
 
 def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupted) -> str:
@@ -358,7 +395,9 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
         for obj, d in space.objectives.items():
             f = df[df["feasible"]]
             r = f.loc[f[obj].idxmax() if d == "maximize" else f[obj].idxmin()]
-            lines.append(f"  best {obj}: {_fmt_point(r, space)}")
+            head = (f"{r[obj]:,.4g} {obj} -- " if obj not in ("tokens_per_s_per_gpu", "tokens_per_s_per_user")
+                    else "")
+            lines.append(f"  best {obj}: {head}{_fmt_point(r, space)}")
     bad = {c: k for c, k in counts.items() if c != 0}
     if bad:
         total_bad = sum(bad.values())

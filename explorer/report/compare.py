@@ -28,7 +28,8 @@ PARAMETERS = ("model", "hardware", "precision", "runtime", "hidden", "ffn", "lay
 _TEXT = {"model", "hardware", "precision", "runtime"}
 #: Columns kept for each input's front on the comparison page.
 FRONT_COLUMNS = tuple(dict.fromkeys((F.X, F.Y, "feasible", "on_front", "ttft_s", "tpot_s", "memory_bytes_per_gpu",
-                                     "memory_capacity_bytes", "params_total", *PARAMETERS)))
+                                     "memory_capacity_bytes", "params_total", *PARAMETERS, "predicted_loss",
+                                     "predicted_loss_low", "predicted_loss_high")))
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
 
@@ -123,6 +124,28 @@ def _xy(front: pd.DataFrame) -> np.ndarray:
     return v[np.isfinite(v).all(axis=1) & (v > 0).all(axis=1)]
 
 
+def _loss_summary(front: pd.DataFrame) -> dict[str, Any] | None:
+    """Predicted loss on a front (explorer/quality.py): min, median, max and the band's ends; None
+    when the table carries no predicted loss."""
+    if "predicted_loss" not in front.columns or not len(front):
+        return None
+    v = front["predicted_loss"].to_numpy(dtype=float)
+    out = {"min": float(np.nanmin(v)), "median": float(np.nanmedian(v)), "max": float(np.nanmax(v))}
+    if "predicted_loss_low" in front.columns and "predicted_loss_high" in front.columns:
+        out.update(band_min=float(np.nanmin(front["predicted_loss_low"].to_numpy(dtype=float))),
+                   band_max=float(np.nanmax(front["predicted_loss_high"].to_numpy(dtype=float))))
+    return out
+
+
+def _loss_delta(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Predicted-loss difference of front A against front B, in percent of B (positive: A worse)."""
+    if not a or not b:
+        return None
+    out = {k: (a[k] / b[k] - 1) * 100 for k in ("min", "median", "max")}
+    out["description"] = "predicted loss on A's front / on B's front - 1, percent (min, median, max)"
+    return out
+
+
 def compare_results(inputs: Sequence[tuple[str, pd.DataFrame, Mapping[str, Any]]], n: int = 200) -> dict[str, Any]:
     """Figures comparing every pair of inputs (JSON-ready: plain types only).
 
@@ -149,6 +172,7 @@ def compare_results(inputs: Sequence[tuple[str, pd.DataFrame, Mapping[str, Any]]
             "rows": int(len(t)), "feasible": int(t["feasible"].sum()), "front_size": int(len(fr)),
             "max_throughput": float(xy[:, 1].max()) if len(xy) else None,
             "max_interactivity": float(xy[:, 0].max()) if len(xy) else None, **s,
+            "predicted_loss": _loss_summary(fr),
         })
     differences = {}
     for key in ("hardware", "workload", "objectives", "precisions"):
@@ -169,6 +193,7 @@ def compare_results(inputs: Sequence[tuple[str, pd.DataFrame, Mapping[str, Any]]
                     params[c] = {"a": sa, "b": sb, "differs": _differs(sa, sb)}
             pairs.append({
                 "a": na, "b": nb, "comparison": cmp,
+                "loss": _loss_delta(summaries[i]["predicted_loss"], summaries[j]["predicted_loss"]),
                 "segments": dominance_segments(cmp["equal_x"], (na, nb)),
                 "coverage": _coverage(xa, xb, (na, nb)),
                 "parameters": params,
@@ -264,6 +289,10 @@ def _pair_html(p: Mapping[str, Any]) -> str:
                                                       f"{b}: {share(dom['b_dominated_by_a'])}"),
         ("front sizes", f"{a}: {c['n_front_a']} · {b}: {c['n_front_b']}"),
     ]
+    if p.get("loss"):
+        lo = p["loss"]
+        rows.append((f"predicted loss {a} vs {b} (front)", f"median {lo['median']:+.2f} %, best {lo['min']:+.2f} %, "
+                                                           f"worst {lo['max']:+.2f} % (docs/quality.md)"))
     segs = "; ".join(
         (f"{s['better']} higher from {fmt_num(s['x_from'])} to {fmt_num(s['x_to'])} tokens/s/user "
          f"(×{s['ratio_min']:.3g}–{s['ratio_max']:.3g})") if s["better"] != "equal" else

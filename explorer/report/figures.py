@@ -77,7 +77,7 @@ def hover_columns(df: pd.DataFrame) -> list[str]:
     want = ["model", "hardware", "precision", "runtime", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
             "experts", "experts_per_token", "expert_ffn", "batch", "tp", "pp", "ep", "dp", "gpus", "ttft_s",
             "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes", "params_total", "params_active",
-            *BREAKDOWN, "trial", "reason"]
+            "predicted_loss", "predicted_loss_delta_pct", *BREAKDOWN, "trial", "reason"]
     cols = [c for c in want if c in df.columns]
     if "experts" in df.columns and not (pd.to_numeric(df["experts"], errors="coerce").fillna(0) > 0).any():
         cols = [c for c in cols if c not in ("experts", "experts_per_token", "expert_ffn")]
@@ -123,6 +123,9 @@ def hover_template(cols: Sequence[str], with_reason: bool) -> str:
     if "params_active" in i:
         tot = f" ({f('params_total', ':.3~s')} total)" if "params_total" in i else ""
         lines.append(f"params {f('params_active', ':.3~s')} active{tot}")
+    if "predicted_loss" in i:
+        delta = f" ({f('predicted_loss_delta_pct', ':+.2f')} % vs the reference)" if "predicted_loss_delta_pct" in i else ""
+        lines.append(f"predicted loss {f('predicted_loss', ':.4f')}{delta}")
     bd = [f"{_label(c)} {f(c, ':.3~s')}s" for c in BREAKDOWN if c in i]
     for k in range(0, len(bd), 3):
         lines.append(("time/token: " if k == 0 else "") + " · ".join(bd[k:k + 3]))
@@ -419,3 +422,64 @@ def hypervolume_figure(trials: Sequence[float], hv: Sequence[float | None], sour
               "xaxis": _axis("trial", log=False), "yaxis": _axis("hypervolume", log=False),
               "title": {"text": source, "x": 0.01, "font": {"size": 12}}, "showlegend": False}
     return {"id": "fig-hypervolume", "data": data, "layout": layout}
+
+
+def quality_figure(df: pd.DataFrame, targets: Sequence[float], reference: dict[str, Any] | None,
+                   loss_limit: float | None) -> dict:
+    """Throughput against predicted loss at each interactivity target: for target t, the designs
+    reaching t tokens/s/user reduced to their (lowest loss, highest tokens/s/GPU) front; the
+    reference model's best deployment at t (from the decision summary) as a star; the quality limit
+    as a dashed line.  Left and up is better."""
+    from explorer.frontier import pareto_mask
+
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    feas = df[df["feasible"]] if "feasible" in df.columns else df
+    data: list[dict[str, Any]] = []
+    for k, t in enumerate(targets):
+        color = palette[k % len(palette)]
+        sub = feas[feas[X] >= t]
+        sub = sub[np.isfinite(sub["predicted_loss"].to_numpy(dtype=float))]
+        if len(sub):
+            vals = sub[["predicted_loss", Y]].to_numpy(dtype=float)
+            sub = sub[pareto_mask(vals, ("minimize", "maximize"))].sort_values("predicted_loss")
+        text = []
+        for r in sub.to_dict("records"):
+            shape = (str(r.get("model")) if str(r.get("model", "custom")) != "custom" else
+                     f"H={r.get('hidden')} F={r.get('ffn')} L={r.get('layers')} kv={r.get('kv_heads')}"
+                     + (f" E={r.get('experts')} k={r.get('experts_per_token')}" if r.get("experts") else ""))
+            band = (f"<br>band {r['predicted_loss_low']:.4f} .. {r['predicted_loss_high']:.4f}"
+                    if "predicted_loss_low" in r and r["predicted_loss_high"] - r["predicted_loss_low"] > 1e-12 else "")
+            text.append(f"<b>{shape}</b> · {r.get('precision')} · tp={r.get('tp')} ep={r.get('ep')} "
+                        f"batch={r.get('batch')}<br>predicted loss {r['predicted_loss']:.4f}{band}<br>"
+                        f"tokens/s/GPU {r[Y]:.4g} at {r[X]:.4g} tokens/s/user")
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f">= {t:g} tokens/s/user",
+                     "uid": f"quality{k}", "x": sub["predicted_loss"].tolist(), "y": sub[Y].tolist(),
+                     "text": text, "hovertemplate": "%{text}<extra></extra>",
+                     "line": {"shape": "hv", "color": color, "width": 1.5},
+                     "marker": {"size": 7, "color": color, "line": {"width": 0.8, "color": "#222"}},
+                     "error_x": {"type": "data", "symmetric": False, "visible": True, "color": color,
+                                 "thickness": 0.6, "width": 2,
+                                 "array": (sub["predicted_loss_high"] - sub["predicted_loss"]).tolist(),
+                                 "arrayminus": (sub["predicted_loss"] - sub["predicted_loss_low"]).tolist()}
+                     if "predicted_loss_low" in sub.columns and len(sub) else {"visible": False}})
+        row = None
+        if reference:
+            row = next((r for r in reference.get("rows", []) if r.get("target_tokens_per_s_per_user") == t), None)
+        if reference and row is not None and row.get("reference_throughput"):
+            data.append({"type": "scatter", "mode": "markers", "name": f"{reference['reference']} at >= {t:g}",
+                         "x": [reference["reference_loss"]], "y": [row["reference_throughput"]],
+                         "hovertemplate": f"<b>{reference['reference']}</b> ({row.get('reference_deployment', '')})"
+                                          "<br>predicted loss %{x:.4f} (as released)<br>tokens/s/GPU %{y:.4g}"
+                                          "<extra></extra>",
+                         "marker": {"size": 14, "symbol": "star", "color": color, "line": {"width": 1, "color": "#222"}}})
+    shapes = []
+    if loss_limit is not None:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": loss_limit, "x1": loss_limit, "y0": 0,
+                       "y1": 1, "line": {"color": "#888", "dash": "dash", "width": 1}})
+    layout = {"font": _FONT, "height": 480, "margin": {"l": 70, "r": 20, "t": 50, "b": 60}, "plot_bgcolor": "white",
+              "xaxis": _axis("predicted pre-training loss (nats/token, lower is better)", log=False),
+              "yaxis": _axis(_label(Y)), "hovermode": "closest", "hoverlabel": {"align": "left"},
+              "legend": {"orientation": "h", "y": -0.2}, "shapes": shapes,
+              "title": {"text": "Throughput vs predicted loss at each interactivity target (up and left is better)",
+                        "x": 0.01, "font": {"size": 14}}}
+    return {"id": "fig-quality", "data": data, "layout": layout}

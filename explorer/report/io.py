@@ -121,7 +121,8 @@ _SIZE_COLUMNS = SHAPE_COLUMNS + ("isl", "osl", "batch")
 _DEGREE_COLUMNS = ("tp", "pp", "ep", "dp")
 _COUNT_COLUMNS = ("trial", "reason_code", "gpus")
 _FLOAT_COLUMNS = _OBJECTIVES + ("ttft_s", "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes",
-                                "weights_bytes_per_gpu", "kv_bytes_per_gpu", "params_total", "params_active")
+                                "weights_bytes_per_gpu", "kv_bytes_per_gpu", "params_total", "params_active",
+                                "tokens_per_s_per_kw", "usd_per_million_tokens")
 _BOOL_COLUMNS = ("feasible", "on_front")
 _TEXT_COLUMNS = ("model", "hardware", "precision", "runtime", "reason", "source", "kept")
 _TRUE = {"true", "1", "1.0", "yes"}

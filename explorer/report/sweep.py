@@ -213,14 +213,25 @@ def _b(v: Any) -> str:
     return f"{float(v) / 1e9:.2f}" if v is not None and np.isfinite(float(v)) else ""
 
 
+def _num4(v: Any) -> str:
+    """Four significant digits; empty for a missing (NaN) figure, e.g. a kind without a price."""
+    return fmt_num(float(v), 4) if v is not None and np.isfinite(float(v)) else ""
+
+
 def _pct(v: Any) -> str:
     return f"{100 * float(v):.0f}%" if v is not None and np.isfinite(float(v)) else ""
 
 
 FRONT_COLUMNS: tuple[tuple[str, str, Any], ...] = (
     ("#", "#", fmt_num), (F.X, "tokens/s/user", lambda v: fmt_num(v, 4)), (F.Y, "tokens/s/GPU", lambda v: fmt_num(v, 4)),
-    ("ttft_s", "TTFT ms", _ms), ("tpot_s", "TPOT ms", _ms), ("memory_bytes_per_gpu", "mem GB/GPU", _gb),
-    ("params_active", "active B", _b), ("params_total", "total B", _b), ("model", "model", str),
+    ("ttft_s", "TTFT ms", _ms), ("tpot_s", "TPOT ms", _ms),
+    ("tokens_per_s_per_kw", "tok/s/kW", _num4), ("usd_per_million_tokens", "$/M tok", _num4),
+    ("memory_bytes_per_gpu", "mem GB/GPU", _gb),
+    ("params_active", "active B", _b), ("params_total", "total B", _b),
+    ("predicted_loss", "pred. loss", lambda v: f"{float(v):.4f}" if v is not None and np.isfinite(float(v)) else ""),
+    ("predicted_loss_delta_pct", "loss Δ %", lambda v: f"{float(v):+.2f}" if v is not None and np.isfinite(float(v))
+     else ""),
+    ("model", "model", str),
     ("hardware", "hardware", str), ("precision", "precision", str), ("hidden", "H", fmt_num), ("ffn", "H'", fmt_num),
     ("layers", "L", fmt_num), ("heads", "heads", fmt_num), ("kv_heads", "kv", fmt_num), ("experts", "E", fmt_num),
     ("experts_per_token", "k", fmt_num), ("expert_ffn", "F_e", fmt_num), ("batch", "batch", fmt_num),
@@ -371,7 +382,7 @@ def provenance_html(meta: Mapping[str, Any]) -> str:
     ]
     known = {"study", "space_file", "space_text", "hardware_files", "sampler", "seed", "trials", "objectives",
              "constraints", "workload", "tool_version", "date", "hypervolume_history", "source_file", "references",
-             "reason_counts"}
+             "reason_counts", "decision"}
     items += [(str(k), show(v)) for k, v in meta.items() if k not in known]
     out = [kv_table(items) if any(v for _, v in items) else '<p class="note">No provenance recorded '
            "(the report was made from a bare results table).</p>"]
@@ -451,6 +462,11 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
     if show_breakdown:
         figs.append(F.breakdown_figure(df))
     figs.append(F.hypervolume_figure(hv_trials, hv_values, hv_source))
+    from explorer.report import quality as Q
+
+    qfig = Q.quality_figure(df, meta)  # None unless the table carries predicted loss (explorer/quality.py)
+    if qfig is not None:
+        figs.append(qfig)
     figures: dict[str, Any] = {"figures": figs, "expected_front_points": n_front}
     if measured_block is not None:
         figures["expected_measured_points"] = sum(
@@ -506,7 +522,8 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
                    if anchor else '<p class="note">No quality anchor recorded: a throughput search left alone '
                                   "prefers the smallest model (DESIGN.md section 3).</p>")
     sections = [
-        f'<section id="summary"><h2>Summary</h2>{summary}{anchor_html}{other_obj}{reasons}</section>',
+        f'<section id="summary"><h2>Summary</h2>{summary}{anchor_html}{Q.summary_html(df, front, meta)}{other_obj}'
+        f'{reasons}</section>' + Q.decision_html(meta.get("decision")),
         '<section id="frontier"><h2>Frontier</h2><p class="how">Each point is one design (model shape + '
         "deployment + hardware). x: tokens per second each user sees (1/TPOT); y: tokens per second per GPU. "
         "Black-outlined points are the Pareto front (no other design is better on both axes); the black "
@@ -516,6 +533,8 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         '<div class="plot" id="fig-frontier"></div>' + _references_note(ref_note) + _measured_note(measured_block)
         + "</section>",
     ]
+    if qfig is not None:
+        sections.append(Q.section_html())
     if show_params:
         sections.append(
             '<section id="along"><h2>Parameters along the front</h2><p class="how">Each panel shows one '
@@ -544,7 +563,8 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         + front_table_html(front) + "</section>",
         f'<section id="provenance"><h2>Provenance</h2>{provenance_html(meta)}</section>',
     ]
-    nav = [("summary", "Summary"), ("frontier", "Frontier")]
+    nav = [("summary", "Summary")] + ([("decision", "Decision")] if Q.decision_html(meta.get("decision")) else [])
+    nav += [("frontier", "Frontier")] + ([("quality", "Quality")] if qfig is not None else [])
     if show_params:
         nav.append(("along", "Along the front"))
     if show_breakdown:

@@ -1,0 +1,124 @@
+"""Open-loop (Poisson) serving: the analytic model worked by hand, its percentiles against the
+discrete-event oracle of the same engine, the latency-limited rate, and the CLI surface."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from explorer.api import evaluate
+from explorer.design import build_design
+from explorer.events import run_events
+from explorer.open_loop import md1_tail, open_loop, residual_quantile, tail_quantile
+from explorer.simulate import engine_profile, simulate
+
+
+def test_open_loop_worked_by_hand():
+    # T_dec 10 ms, tau 5 ms per prompt, 20 requests/s, OSL 101: the engine spends 20*5 ms = 10 % of
+    # its time on prompts, so TPOT = 10 / 0.9 = 11.11 ms and b = 20 * 100 * 11.11 ms = 22.2
+    op = open_loop(20.0, 1000.0, 101.0, 0.010, 0.005, 0.050, 0.006)
+    assert op["tpot_s"] == pytest.approx(0.010 / 0.9)
+    assert op["decode_batch"] == pytest.approx(20 * 100 * 0.010 / 0.9)
+    assert not op["overloaded"]
+    # prompt server load 20 * 6 ms = 0.12; M/D/1 mean wait rho S / (2 (1 - rho))
+    assert op["ttft_s"] == pytest.approx(0.050 + 0.12 * 0.006 / (2 * 0.88))
+    assert op["output_tokens_per_s"] == pytest.approx(20 * 101)
+    # overload: prompts alone need more than the engine (X tau >= 1), or the batch passes its cap
+    assert open_loop(250.0, 1000.0, 101.0, 0.010, 0.005, 0.050, 0.006)["overloaded"]
+    assert open_loop(20.0, 10.0, 101.0, 0.010, 0.005, 0.050, 0.006)["overloaded"]
+
+
+def test_md1_tail_solves_lundberg_equation():
+    rho = np.array([0.1, 0.5, 0.9, 0.99])
+    theta, C = md1_tail(rho, 2.0)
+    x = theta * 2.0
+    assert np.allclose(rho * (np.exp(x) - 1.0), x, rtol=1e-9)
+    assert np.all((C > 0) & (C <= rho))
+    # heavy traffic: theta -> 2 (1 - rho) / (rho S^2 / S) ... i.e. x -> 2 (1 - rho) / rho
+    assert x[-1] == pytest.approx(2 * 0.01 / 0.99, rel=0.02)
+    # the tail's mean C/theta is close to Pollaczek-Khinchine's rho S / (2 (1 - rho)) in heavy traffic
+    assert C[-1] / theta[-1] == pytest.approx(0.99 * 2.0 / (2 * 0.01), rel=0.02)
+    # quantiles: zero below the atom, growing with p
+    q = [float(tail_quantile(theta[1], C[1], p)) for p in (0.3, 0.9, 0.99)]
+    assert q[0] == 0.0 and 0 < q[1] < q[2]
+
+
+def test_residual_quantile_by_hand():
+    # only short steps: uniform residual
+    assert residual_quantile(0.99, 0.0, 0.010, 0.030) == pytest.approx(0.0099)
+    # half the time in 30 ms steps: P(R > r) = 0.5 (1 - r/0.03) above 10 ms -> p99 at 0.03 (1 - 0.02)
+    assert residual_quantile(0.99, 0.5, 0.010, 0.030) == pytest.approx(0.03 * 0.98)
+    # below 10 ms: 1 - p = 0.5 (1 - r/0.03) + 0.5 (1 - r/0.01) -> r = p / (0.5/0.03 + 0.5/0.01)
+    assert residual_quantile(0.5, 0.5, 0.010, 0.030) == pytest.approx(0.5 / (0.5 / 0.03 + 0.5 / 0.01))
+
+
+def _design(rate, runtime="trtllm", tp=2, isl=222, osl=294):
+    return build_design(dict(model="llama-3.1-70b", hardware="h200", precision="fp8", tp=tp, isl=isl, osl=osl,
+                             batch=2048, request_rate=rate, runtime=runtime))
+
+
+@pytest.mark.parametrize("runtime,tp,isl,osl,rate", [
+    ("trtllm", 2, 222, 294, 2.0), ("trtllm", 2, 222, 294, 8.0), ("trtllm", 2, 222, 294, 14.0),
+    ("sglang", 4, 2048, 256, 1.0), ("sglang", 4, 2048, 256, 3.0),
+])
+def test_analytic_p99_matches_discrete_events(runtime, tp, isl, osl, rate):
+    d, t = _design(rate, runtime, tp, isl, osl)
+    r = simulate(d, t)
+    assert r["feasible"][0]
+    grid = np.unique(np.r_[1:64, np.geomspace(64, 4096, 40).round()])
+    ev = run_events(engine_profile(d, t, grid), rate, requests=2000)
+    for m in ("ttft", "tpot"):
+        assert r[f"{m}_p99_s"][0] == pytest.approx(ev.percentile(m, 0.99), rel=0.10), m
+        assert r[f"{m}_p50_s"][0] <= r[f"{m}_p90_s"][0] <= r[f"{m}_p99_s"][0]
+
+
+def test_closed_loop_rows_unchanged_by_the_open_loop_column():
+    vals = dict(model=np.array(["llama-3.1-70b", "qwen3-235b-a22b", "llama-3.1-8b"]), hardware="h200",
+                precision="fp8", tp=np.array([2, 4, 1]), ep=np.array([1, 4, 1]), isl=1024, osl=512,
+                batch=np.array([4, 64, 256]))
+    d, t = build_design(vals)
+    no_col = {k: v for k, v in d.items() if k != "request_rate"}
+    a, b = simulate(no_col, t), simulate(d, t)
+    for k in a:
+        assert np.array_equal(a[k], b[k], equal_nan=True), k
+    assert np.all(np.isnan(a["ttft_p99_s"]))  # closed loop: no percentiles
+
+
+def test_open_loop_load_raises_latency_monotonically():
+    rates = np.array([1.0, 4.0, 8.0, 12.0, 16.0])
+    d, t = _design(rates)
+    r = simulate(d, t)
+    assert np.all(np.diff(r["tpot_p99_s"]) > 0) and np.all(np.diff(r["ttft_p99_s"]) > 0)
+    assert np.allclose(r["tokens_per_s_per_gpu"], rates * 294 / 2)
+
+
+def test_latency_limited_rate_is_the_highest_that_meets_the_limits():
+    off = evaluate("llama-3.1-70b", "h200", batch="max", isl=222, osl=294, tp=2, precision="fp8")
+    srv = evaluate("llama-3.1-70b", "h200", batch="max", isl=222, osl=294, tp=2, precision="fp8",
+                   ttft_limit_ms=450, tpot_limit_ms=40)
+    assert srv["meets_limits"] and srv["tpot_p99_s"] <= 0.040 and srv["ttft_p99_s"] <= 0.450
+    assert srv["tokens_per_s_per_gpu"] < off["tokens_per_s_per_gpu"]
+    above = evaluate("llama-3.1-70b", "h200", isl=222, osl=294, tp=2, precision="fp8",
+                     request_rate=srv["request_rate"] * 1.04, ttft_limit_ms=450, tpot_limit_ms=40)
+    assert not above["meets_limits"]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "explorer", "evaluate", *args], capture_output=True, text=True)
+
+
+def test_cli_check_events_and_bad_flags():
+    p = _cli("--model", "llama-3.1-70b", "--tp", "2", "--precision", "fp8", "--isl", "222", "--osl", "294",
+             "--request-rate", "8", "--check-events", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["load"] == "open-loop Poisson" and r["events"]["ttft_p99_s"] > 0
+    for bad in (["--request-rate", "0"], ["--tpot-limit-ms", "40"], ["--check-events"],
+                ["--request-rate", "3", "--batch", "max"]):
+        p = _cli("--model", "llama-3.1-70b", *bad)
+        assert p.returncode == 2, (bad, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
