@@ -44,8 +44,13 @@ from explorer.validate import DEFAULT_MEASUREMENTS, SERVED_KINDS, Case, load_cas
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
 #: The files one calibration fits on (shipped copies of shared/validation, each row with its source).
-DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml", VALIDATION_DIR / "kernels.yaml")
+DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml", VALIDATION_DIR / "kernels.yaml",
+                 VALIDATION_DIR / "mlperf.yaml")
 
+#: ``calibrate --hardware all`` fits only kinds with at least this many cases: fewer cannot
+#: identify the kind's seven factors and its runtimes' five (H200 NVL, GH200 and RTX PRO 6000 have
+#: 1-2 MLPerf rows each and keep the calibration they took from a sibling kind)
+MIN_CASES_ALL = 5
 PRIOR_WEIGHT = 0.1  # weak: 0.1*ln(2) = 0.07 per factor of two.  Held out (benchmarks/cross_validate.py): 0.1 vs 0.3 gave curves 10.0 % vs 9.9 % median, points p90 44 % vs 51 %
 TTFT_WEIGHT = 0.5
 #: extra weight of a group (on top of 1/sqrt(n) per case).  Measured held out (benchmarks/cross_validate.py):
@@ -83,12 +88,43 @@ def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
     for f in files:
         if Path(f).exists() or str(f) == str(DEFAULT_MEASUREMENTS):
             out.extend(load_cases(f))
-    return out
+    return fixed_system_cases(out)
+
+
+def fixed_system_cases(cases: list[Case]) -> list[Case]:
+    """MLPerf Offline rows as calibration cases: each system row's deployment is fixed at the split
+    the current hardware and runtime files choose (explorer/systems.py), so the fit scores it as one
+    saturated point like the others (the split search per candidate factor set would cost ~100x).
+    Server and Interactive rows (latency-limited: a rate search per evaluation) stay out of the fit
+    and are validated only -- they are held out by construction."""
+    from explorer.validate import _predict_system
+
+    for c in cases:
+        if not (c.supported and c.kind == "system" and c.saturated):
+            continue
+        got = _predict_system(c, load_hardware(c.hardware), load_runtime(c.values.get("runtime") or "trtllm"))
+        if not c.supported or not np.isfinite(got):
+            continue
+        t, e, dp = _split_of(c.note)
+        c.values = {k: v for k, v in c.values.items() if k not in ("tp_open", "ttft_limit_ms", "tpot_limit_ms")}
+        c.values.update(tp=t, ep=e, dp=dp)
+        c.kind = "inference"
+    return cases
+
+
+def _split_of(note: str) -> tuple[int, int, int]:
+    """(tp, ep, dp) from the 'tp=T ep=E dp=D x R replicas' note _predict_system leaves."""
+    m = re.search(r"tp=(\d+) ep=(\d+) dp=(\d+) x", note)
+    if not m:
+        raise ValueError(f"no split in note {note!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
 def _group(c: Case) -> str:
     if c.kind == "curve":
         return f"curve:{c.metric}"
+    if c.regime.startswith("mlperf"):
+        return "mlperf"
     if c.kind in SERVED_KINDS:
         return "point"
     return "kernel"
@@ -163,7 +199,7 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     files = [measurements] if isinstance(measurements, str | Path) else list(measurements)
     hw0 = prior_hardware(load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware)
     all_cases = cases if cases is not None else load_all_cases(files)
-    mine = [c for c in all_cases if c.supported and c.hardware == hw0.name]
+    mine = [c for c in all_cases if c.supported and c.hardware == hw0.name and c.kind != "system"]
     if not mine:
         raise SpecError(", ".join(str(f) for f in files), None,
                         f"no supported case on hardware '{hw0.name}' to calibrate on")

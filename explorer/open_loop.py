@@ -23,8 +23,8 @@ the same engine in :mod:`explorer.events`:
   its mean is Pollaczek-Khinchine's ``rho S / (2 (1 - rho))``.  The step in flight is a uniform
   residual, length-biased between pure decode steps and the longer steps that carry a chunk
   (:func:`residual_quantile`); the wait and the residual combine as ``max(q_p(W) + E[R], q_p(R))``.
-  The prompt's own step also carries the prompts that arrived during the step before it (Poisson),
-  whose spread adds ``z_p sqrt(X T) tau``.
+  The prompt's own step also carries the prompts that arrived during the step before it,
+  Poisson(``X T``): their p-quantile beyond the mean adds ``(q_p - X T) tau``.
 * **TPOT** of one request is the mean over its ``OSL - 1`` steps.  Its batch and the prompts that
   share its steps both come from the Poisson arrivals around its lifetime ``D``: the batch
   averaged over a window of length ``D`` of an M/D/inf system has variance ``2 b / 3``, the number
@@ -41,6 +41,7 @@ normal quantile understates p99 there; the events oracle measures how much).
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import poisson
 
 #: standard normal quantiles of the reported percentiles
 PERCENTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -115,13 +116,18 @@ def residual_quantile(p, share_long, t_short_s, t_long_s) -> np.ndarray:
 
 
 def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, ttft_service_s, prompt_s,
-                busy, t_chunk_step_s=None, chunk_step_share=None) -> dict[str, np.ndarray]:
+                busy, t_chunk_step_s=None, chunk_step_share=None, step_tokens=1.0,
+                mixed=True) -> dict[str, np.ndarray]:
     """TTFT and TPOT at p50/p90/p99 (seconds) of an open-loop operating point (module docstring).
 
     ``t_dec_slope_s`` is dT_dec/db (seconds per extra sequence) near the operating batch; ``busy``
     is 1 where a step of other requests is usually in flight at an arrival (0 for a lone request).
     ``t_chunk_step_s`` is the length of a step that carries a prompt chunk and
     ``chunk_step_share`` the share of steps that do (default: every step is ``t_dec_s``).
+    ``step_tokens``: output tokens per sequence per step (speculative decoding: the step times given
+    are per output token, the residual of a step in flight is a whole step).  ``mixed``: prompts
+    ride in decode steps (the prompts co-scheduled in a prompt's own step add to its TTFT); with
+    separate prefill steps those prompts are the queue the M/D/1 wait already counts.
     Returns ``ttft_p50_s`` ... ``tpot_p99_s``.
     """
     n_dec = np.maximum(np.asarray(osl, dtype=np.float64) - 1.0, 1.0)
@@ -132,6 +138,8 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     sd_tpot = np.sqrt(b * (2.0 / 3.0 * slope * slope + u * u + slope * u))
     theta, C = md1_tail(op["prompt_load"], prompt_s)
     Tc = T if t_chunk_step_s is None else np.maximum(np.asarray(t_chunk_step_s, dtype=np.float64), T)
+    E = np.asarray(step_tokens, dtype=np.float64)
+    T, Tc = T * E, Tc * E  # whole steps for the residual and the TTFT terms
     f = np.zeros_like(T) if chunk_step_share is None else np.clip(np.asarray(chunk_step_share, dtype=np.float64), 0.0, 1.0)
     w = f * Tc / np.maximum(f * Tc + (1.0 - f) * T, 1e-30)  # share of time in chunk steps
     mean_resid = (f * Tc * Tc + (1.0 - f) * T * T) / np.maximum(2.0 * (f * Tc + (1.0 - f) * T), 1e-30)
@@ -139,12 +147,14 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     # the prompt's own step also carries the prompts that arrived during the step before it:
     # Poisson(X T_step) of them, each adding ~tau to that step
     tau = np.asarray(tau_s, dtype=np.float64)
-    sd_own = np.sqrt(np.maximum(op["request_rate"] * T, 0.0)) * tau
+    mu_own = np.maximum(op["request_rate"] * T, 0.0)
     out: dict[str, np.ndarray] = {}
     for name, p in PERCENTILES.items():
         resid = busy * np.maximum(tail_quantile(theta, C, p) + mean_resid, residual_quantile(p, w, T, Tc))
-        out[f"ttft_{name}_s"] = base + resid + _Z[name] * sd_own
+        # the co-scheduled prompts are Poisson(X T): their p-quantile beyond the mean, each ~tau
+        extra = np.where(mixed, np.maximum(poisson.ppf(p, mu_own) - mu_own, 0.0) * tau, 0.0)
+        out[f"ttft_{name}_s"] = base + resid + extra
         # Cornish-Fisher skew term: the counts behind the spread are Poisson(b), skewness 1/sqrt(b)
         z = _Z[name] + (_Z[name] ** 2 - 1.0) / 6.0 / np.sqrt(np.maximum(b, 1.0)) * (_Z[name] > 0)
-        out[f"tpot_{name}_s"] = op["tpot_s"] + z * sd_tpot
+        out[f"tpot_{name}_s"] = op["tpot_s"] + z * sd_tpot  # (sd_tpot uses the per-token slope)
     return out

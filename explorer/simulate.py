@@ -476,11 +476,12 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     q = None if s.spec_k is None else 1.0 + s.spec_k  # tokens per sequence through the verify step
     spec = q is not None  # speculative decoding (explorer/speculative.py)
     if spec:  # the caller counts prompts and chunk shares per output token; a step yields E of them
-        n_pf = np.where(n_pf > 1.0, n_pf * s.spec_tokens, 1.0)
+        n_pf = np.maximum(1.0, n_pf * s.spec_tokens)
         f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
     b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
     b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
     budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
+    n_pf = np.maximum(n_pf, 1.0)  # at least one prompt's tokens per prefill-carrying step
     Q = np.minimum(n_pf * s.isl, budget)  # prompt tokens per prefill-carrying step
     zero = 0.0 * b
     plans = [_plan(s, hw, b_tok, zero, s.isl, s.dp, m_attn=b, q_attn=q),
@@ -670,7 +671,8 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
             b_step = np.maximum(np.minimum(np.where(is_open, b_next, f_now), np.maximum(b_cap, 1.0) + 1.0), 1e-9)
         else:
             b_step = np.maximum(op["step_batch"], 1e-9)
-        n_pf = np.maximum(1.0, op["request_rate"] * op["tpot_s"])
+        # prompts arriving per output-token time (_engine turns it into per step: max(1, .) there)
+        n_pf = op["request_rate"] * op["tpot_s"]
         f_chunk = np.clip(op["request_rate"] * op["tpot_s"] * s.isl / eng["Q"], 0.0, 1.0)
     tpot = op["tpot_s"]
     prefill_share = tpot - eng["T_dec"]
@@ -685,7 +687,8 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         slope = (T_hi - eng["T_dec"]) / (b_hi - b_step)
         busy = 1.0 - np.exp(-b_run)  # a step of other requests is in flight at an arrival
         got = percentiles(op, s.osl, eng["T_dec"], slope, eng["tau"], eng["ttft_service"], eng["prompt_service_s"], busy,
-                          eng["T_pre_step"], f_chunk)
+                          eng["T_pre_step"], f_chunk, step_tokens=1.0 if s.spec_k is None else s.spec_tokens,
+                          mixed=s.rt_mixed)
         pct = {k: np.where(want, got[k], np.nan) for k in pct}
 
     parts = eng["parts"]

@@ -546,6 +546,11 @@ class SearchSpace:
             df["serving"] = ev.cols["serving"].astype(str)
             for k in ("prefill_tp", "prefill_pp"):
                 df[k] = np.asarray(ev.design[k]).astype(np.int64)
+        if "serving" in ev.cols or "draft_tokens" in ev.cols:  # explorer/report/modes.py compares these
+            serving = df["serving"].to_numpy(dtype=object) if "serving" in df.columns else np.full(len(df), "aggregated")
+            spec = (np.asarray(ev.cols["draft_tokens"], dtype=np.float64) > 0 if "draft_tokens" in ev.cols
+                    else np.zeros(len(df), dtype=bool))
+            df["serving_mode"] = np.where(spec, serving.astype(str) + " + speculative", serving.astype(str))
         if not self.uses_model:
             bad = np.isin(ev.code, _SHAPE_RULES)
             for k in SHAPE_COLUMNS:
@@ -874,21 +879,29 @@ def _quality_settings(top: Section, params: dict[str, Param], quality: QualitySp
     return on, decision
 
 
+def _listed(raw: Any, where: str, key: str, one) -> Param | None:
+    """A choice list (``[a, b]`` or ``{choices: [a, b]}``) of values each checked by
+    ``one(value, key)``; None when ``raw`` is neither form."""
+    if isinstance(raw, list):
+        return _choices([one(v, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
+    if isinstance(raw, Mapping) and "choices" in raw:
+        Section(raw, where, key).check_keys({"choices"})
+        ch = raw["choices"]
+        if not isinstance(ch, list):
+            raise SpecError(where, f"{key}.choices", f"expected a list, got {ch!r}")
+        return _choices([one(v, f"{key}.choices[{i}]") for i, v in enumerate(ch)], where, f"{key}.choices")
+    return None
+
+
 def _tokens_param(sec: Section, name: str) -> Param:
     """Training tokens: a number, a choice list or a float range (``{low, high, log: true}``)."""
     where, key = sec.where, sec.key(name)
     raw = sec.raw(name)
-    if isinstance(raw, list):
-        return _choices([tokens_value(v, where, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
+    listed = _listed(raw, where, key, lambda v, k: tokens_value(v, where, k))
+    if listed is not None:
+        return listed
     if isinstance(raw, Mapping):
         rs = Section(raw, where, key)
-        if "choices" in raw:
-            rs.check_keys({"choices"})
-            ch = raw["choices"]
-            if not isinstance(ch, list):
-                raise SpecError(where, f"{key}.choices", f"expected a list, got {ch!r}")
-            return _choices([tokens_value(v, where, f"{key}.choices[{i}]") for i, v in enumerate(ch)], where,
-                            f"{key}.choices")
         rs.check_keys({"low", "high", "step", "log"})
         low = tokens_value(rs.raw("low"), where, f"{key}.low")
         high = tokens_value(rs.raw("high"), where, f"{key}.high")
@@ -959,16 +972,11 @@ def _num_param(sec: Section, name: str) -> Param:
             raise SpecError(where, k, f"expected true/false, got {v!r}")
         return check_number(v, where, k, integer=not is_float, min_value=lo_bound, max_value=hi_bound)
 
-    if isinstance(raw, list):
-        return _choices([one(v, f"{key}[{i}]") for i, v in enumerate(raw)], where, key)
+    listed = _listed(raw, where, key, one)
+    if listed is not None:
+        return listed
     if isinstance(raw, Mapping):
         rs = Section(raw, where, key)
-        if "choices" in raw:
-            rs.check_keys({"choices"})
-            ch = raw["choices"]
-            if not isinstance(ch, list):
-                raise SpecError(where, f"{key}.choices", f"expected a list, got {ch!r}")
-            return _choices([one(v, f"{key}.choices[{i}]") for i, v in enumerate(ch)], where, f"{key}.choices")
         rs.check_keys({"low", "high", "step", "log"})
         if flag:
             raise SpecError(where, key, "a flag takes true/false or a choice list, not a range")

@@ -82,6 +82,7 @@ SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
 #: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")
+MLPERF_RUNTIME = "mlperf"
 
 GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
 
@@ -293,6 +294,8 @@ def parse_case(raw: Any, index: int) -> Case:
         scenario = conc.strip().lower() if isinstance(conc, str) else ""
         if scenario in MLPERF_SCENARIOS:
             case.kind, case.regime = "system", f"mlperf_{scenario}"
+            # MLPerf submissions run their own tuned harness: its own runtime profile (runtimes/mlperf.yaml)
+            case.runtime = case.values["runtime"] = MLPERF_RUNTIME
             case.values["serverless"] = True  # the LoadGen harness calls the engine in-process
             if scenario == "offline":
                 case.saturated = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from explorer.hardware import Hardware
@@ -56,3 +58,14 @@ def toy_hardware():
 @pytest.fixture(scope="session")
 def toy_runtime():
     return TOY_RUNTIME
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
+    """Terminate a service a test started (kill it when it does not exit in ``timeout_s``)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

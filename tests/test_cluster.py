@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import stop_process
 from test_space import space_from
 
 import explorer.cluster as cluster
@@ -42,13 +43,7 @@ def _need_distributed():
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, 20.0)
 
 
 def _env() -> dict[str, str]:

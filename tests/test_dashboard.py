@@ -17,6 +17,7 @@ import urllib.request
 
 import pandas as pd
 import pytest
+from conftest import stop_process
 from test_space import space_from
 
 from explorer.cli import main
@@ -64,12 +65,7 @@ def dashboard(tmp_path):
                 time.sleep(0.3)
         yield base, path, out / "dash.csv"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10.0)
         log.close()
 
 

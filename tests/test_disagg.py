@@ -98,3 +98,40 @@ def test_space_serving_modes_compete_under_a_p99_limit():
         space_from_text(SPACE.replace("[aggregated, disaggregated]", "[split]"), "t.yaml")
     with pytest.raises(SpecError, match="deployment.serving"):
         space_from_text(SPACE.replace("  serving: [aggregated, disaggregated]\n", ""), "t.yaml")
+
+
+def test_modes_table_worked_by_hand():
+    import pandas as pd
+
+    from explorer.report.modes import modes_html, modes_table
+
+    df = pd.DataFrame({
+        "serving_mode": ["aggregated", "aggregated", "disaggregated", "disaggregated", "disaggregated"],
+        "tokens_per_s_per_user": [15.0, 60.0, 25.0, 55.0, 120.0],
+        "tokens_per_s_per_gpu": [900.0, 300.0, 800.0, 600.0, 100.0],
+        "feasible": [True, True, True, True, False],
+    })
+    t = modes_table(df, targets=(10.0, 50.0, 100.0)).set_index("tokens_per_s_per_user")
+    # >= 10: aggregated 900 vs disaggregated 800; >= 50: 300 vs 600; >= 100: the only row is infeasible
+    assert t.loc[10.0, "winner"] == "aggregated" and t.loc[10.0, "margin"] == pytest.approx(900 / 800)
+    assert t.loc[50.0, "winner"] == "disaggregated" and t.loc[50.0, "margin"] == pytest.approx(2.0)
+    assert t.loc[100.0, "winner"] == "" and np.isnan(t.loc[100.0, "aggregated"])
+    assert 'id="modes-table"' in modes_html(df)
+    assert modes_table(df[df["serving_mode"] == "aggregated"]) is None  # one mode: nothing to compare
+
+
+def test_shipped_serving_space_compares_four_modes():
+    from pathlib import Path
+
+    from explorer.space import load_space
+
+    sp = load_space(Path(__file__).resolve().parent.parent / "search_spaces" / "dsr1-gb200-serving.yaml")
+    assert sp.grid_size() == 3888 and sp.max_tpot_p99_s == 0.05
+    df = sp.score({"hardware": ["gb200"] * 4, "batch": [256] * 4, "tp": [1] * 4, "ep": [8] * 4, "dp": [8] * 4,
+                   "serving": ["aggregated", "disaggregated"] * 2, "prefill_tp": [4] * 4,
+                   "draft_tokens": [0, 0, 3, 3]})
+    assert list(df["serving_mode"]) == ["aggregated", "disaggregated", "aggregated + speculative",
+                                        "disaggregated + speculative"]
+    # at this batch MTP serves more tokens per user, and disaggregation lifts TPOT off the prompts
+    assert df["tokens_per_s_per_user"][2] > df["tokens_per_s_per_user"][0]
+    assert df["tokens_per_s_per_user"][1] > df["tokens_per_s_per_user"][0]

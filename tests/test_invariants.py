@@ -364,12 +364,14 @@ def test_gemm_never_above_peak_or_bandwidth(case):
 # ------------------------------------------------------------------------------ numpy sweeps
 
 
-def test_sweep_never_faster_than_the_roofline(sweep):
-    check_roofline(*sweep)
+@pytest.mark.parametrize("which", ["sweep", "serving_sweep"])
+def test_sweep_never_faster_than_the_roofline(which, request):
+    check_roofline(*request.getfixturevalue(which))
 
 
-def test_sweep_results_finite_and_feasible_points_fit(sweep):
-    c, table, res = sweep
+@pytest.mark.parametrize("which", ["sweep", "serving_sweep"])
+def test_sweep_results_finite_and_feasible_points_fit(which, request):
+    c, table, res = request.getfixturevalue(which)
     check_sane(c, table, res)
     feasible = np.asarray(res["feasible"])
     assert 0.01 < feasible.mean() < 0.99  # the sweep exercises both sides
@@ -390,13 +392,9 @@ def serving_sweep():
     return run(v)
 
 
-def test_serving_sweep_never_faster_than_the_roofline(serving_sweep):
-    check_roofline(*serving_sweep)
-
-
-def test_serving_sweep_results_finite_and_ordered(serving_sweep):
+def test_serving_sweep_results_ordered(serving_sweep):
+    # (roofline and sanity checks: the sweep tests above, parametrized over both sweeps)
     c, table, res = serving_sweep
-    check_sane(c, table, res)
     ok = np.isfinite(res["ttft_p99_s"])
     assert ok.sum() > 500
     for m in ("ttft", "tpot"):  # percentiles never fall with p

@@ -61,16 +61,22 @@ def _design(rate, runtime="trtllm", tp=2, isl=222, osl=294):
                              batch=2048, request_rate=rate, runtime=runtime))
 
 
-@pytest.mark.parametrize("runtime,tp,isl,osl,rate", [
-    ("trtllm", 2, 222, 294, 2.0), ("trtllm", 2, 222, 294, 8.0), ("trtllm", 2, 222, 294, 14.0),
-    ("sglang", 4, 2048, 256, 1.0), ("sglang", 4, 2048, 256, 3.0),
+@pytest.mark.parametrize("load", [0.1, 0.3, 0.5])
+@pytest.mark.parametrize("runtime,tp,isl,osl", [
+    ("trtllm", 2, 222, 294), ("sglang", 4, 2048, 256), ("vllm", 1, 1024, 512),
 ])
-def test_analytic_p99_matches_discrete_events(runtime, tp, isl, osl, rate):
+def test_analytic_p99_matches_discrete_events(runtime, tp, isl, osl, load):
+    """The grid: three runtimes (mixed and separate prefill) at 10, 30 and 50 % of the engine's
+    saturated request rate.  Nearer saturation the batch fixed point is steep and the events show
+    slow, large swings of the batch (p99 TPOT +10..30 % above the analytic, seed-dependent)."""
+    sat = evaluate("llama-3.1-70b", "h200", batch="max", isl=isl, osl=osl, tp=tp, precision="fp8",
+                   runtime=runtime)["request_rate"]
+    rate = load * sat
     d, t = _design(rate, runtime, tp, isl, osl)
     r = simulate(d, t)
     assert r["feasible"][0]
     grid = np.unique(np.r_[1:64, np.geomspace(64, 4096, 40).round()])
-    ev = run_events(engine_profile(d, t, grid), rate, requests=2000)
+    ev = run_events(engine_profile(d, t, grid), rate, requests=4000)
     for m in ("ttft", "tpot"):
         assert r[f"{m}_p99_s"][0] == pytest.approx(ev.percentile(m, 0.99), rel=0.10), m
         assert r[f"{m}_p50_s"][0] <= r[f"{m}_p90_s"][0] <= r[f"{m}_p99_s"][0]

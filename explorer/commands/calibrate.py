@@ -49,12 +49,24 @@ def run(args) -> int:
         return 0
     cases = load_all_cases(files)
     if args.hardware == "all":
-        names = sorted({c.hardware for c in cases if c.supported and c.hardware})
+        from explorer.calibrate import MIN_CASES_ALL
+
+        counts: dict[str, int] = {}
+        for c in cases:
+            if c.supported and c.hardware and c.kind != "system":
+                counts[c.hardware] = counts.get(c.hardware, 0) + 1
+        names = sorted(h for h, k in counts.items() if k >= MIN_CASES_ALL)
+        skipped = sorted(h for h, k in counts.items() if k < MIN_CASES_ALL)
+        if skipped and not args.json:
+            print(f"skipped (fewer than {MIN_CASES_ALL} cases; name a kind to fit it anyway): {', '.join(skipped)}")
         if not names:
             from explorer.errors import SpecError
 
             raise SpecError(str(path), None, "no supported case on any hardware kind: nothing to calibrate "
-                                             "(explorer validate lists each case's reason)")
+                                             "(explorer validate lists each case's reason)" if not counts else
+                            f"no hardware kind has {MIN_CASES_ALL} supported cases (have: "
+                            + ", ".join(f"{h} {k}" for h, k in sorted(counts.items()))
+                            + "): name one with --hardware to fit it anyway")
     else:
         names = [args.hardware]
     out = []

@@ -398,6 +398,11 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
             head = (f"{r[obj]:,.4g} {obj} -- " if obj not in ("tokens_per_s_per_gpu", "tokens_per_s_per_user")
                     else "")
             lines.append(f"  best {obj}: {head}{_fmt_point(r, space)}")
+    from explorer.report.modes import modes_table, modes_text
+
+    mt = modes_table(df)  # None unless the space compares serving modes
+    if mt is not None:
+        lines.extend(modes_text(mt))
     bad = {c: k for c, k in counts.items() if c != 0}
     if bad:
         total_bad = sum(bad.values())

@@ -43,14 +43,14 @@ LABELS = {
 }
 
 #: Parameters offered in the frontier's colour dropdown, in this order, when present.
-COLOR_CANDIDATES = ("precision", "runtime", "hardware", "model", "tp", "pp", "ep", "dp", "batch", "hidden", "ffn",
+COLOR_CANDIDATES = ("serving_mode", "precision", "runtime", "hardware", "model", "tp", "pp", "ep", "dp", "batch", "hidden", "ffn",
                     "layers", "heads", "kv_heads", "experts", "experts_per_token", "expert_ffn", "gpus",
                     "params_active")
 #: Parameters drawn along the front (always, when present); others only when they vary there.
 ALONG_ALWAYS = ("hidden", "ffn", "layers", "batch", "tp", "pp", "ep", "precision", "params_active")
 ALONG_IF_VARIES = ("dp", "heads", "kv_heads", "experts", "experts_per_token", "expert_ffn", "hardware", "model")
 _LOG_Y = {"batch", "params_active", "params_total", "gpus"}
-_TEXT = {"model", "hardware", "precision", "runtime"}
+_TEXT = {"model", "hardware", "precision", "runtime", "serving_mode"}
 _MAX_LEVELS = 16
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
@@ -74,7 +74,7 @@ def _label(c: str) -> str:
 
 def hover_columns(df: pd.DataFrame) -> list[str]:
     """Columns shown in the frontier's hover (those present), in display order."""
-    want = ["model", "hardware", "precision", "runtime", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
+    want = ["model", "hardware", "precision", "runtime", "serving_mode", "hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab",
             "experts", "experts_per_token", "expert_ffn", "batch", "tp", "pp", "ep", "dp", "gpus", "ttft_s",
             "tpot_s", "memory_bytes_per_gpu", "memory_capacity_bytes", "params_total", "params_active",
             "predicted_loss", "predicted_loss_delta_pct", *BREAKDOWN, "trial", "reason"]

@@ -535,6 +535,11 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
     ]
     if qfig is not None:
         sections.append(Q.section_html())
+    from explorer.report.modes import modes_html
+
+    modes = modes_html(df)  # '' unless the table compares serving modes (explorer/report/modes.py)
+    if modes:
+        sections.append(modes)
     if show_params:
         sections.append(
             '<section id="along"><h2>Parameters along the front</h2><p class="how">Each panel shows one '
