@@ -49,10 +49,21 @@ class EventResult:
         return self.requests / self.duration_s
 
 
+def lognormal_lengths(rng: np.random.Generator, mean: float, cv: float, n: int) -> np.ndarray:
+    """``n`` whole lengths >= 1 with the given mean and coefficient of variation (lognormal; all
+    equal to the rounded mean when ``cv`` is 0)."""
+    if cv <= 0:
+        return np.full(n, max(int(round(mean)), 1))
+    s2 = np.log1p(cv * cv)
+    return np.maximum(np.rint(rng.lognormal(np.log(mean) - s2 / 2.0, np.sqrt(s2), n)), 1).astype(np.int64)
+
+
 def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 0,
-               warmup: float = 0.1) -> EventResult:
+               warmup: float = 0.1, isl_cv: float = 0.0, osl_cv: float = 0.0) -> EventResult:
     """Simulate ``requests`` Poisson arrivals at ``rate``/s on the engine ``profile`` (module
-    docstring).  Raises ValueError when the queue grows past ``20 * requests`` prompts (overload)."""
+    docstring); ``isl_cv``/``osl_cv`` draw lognormal request lengths around the profile's means
+    (0: every request at the mean).  Raises ValueError when the queue grows past ``20 * requests``
+    prompts (overload)."""
     if rate <= 0:
         raise ValueError("rate must be > 0")
     b_grid = np.asarray(profile["batch"], dtype=np.float64)
@@ -61,7 +72,6 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
     budget = np.asarray(profile["budget_tokens"], dtype=np.float64)
     b_cap = max(int(profile["b_cap"]), 1)
     isl, osl = int(round(profile["isl"])), int(round(profile["osl"]))
-    n_dec = max(osl - 1, 0)
     req_s = float(profile["request_s"])
     mixed = bool(profile["mixed"])
 
@@ -70,6 +80,8 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
 
     rng = np.random.default_rng(seed)
     arrive = np.cumsum(rng.exponential(1.0 / rate, requests))
+    isl_of = lognormal_lengths(rng, isl, isl_cv, requests)
+    ndec_of = np.maximum(lognormal_lengths(rng, osl, osl_cv, requests) - 1, 0)
     ttft = np.full(requests, np.nan)
     tpot = np.full(requests, np.nan)
     first = np.zeros(requests)
@@ -79,7 +91,7 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
     t, nxt, done, batch_time = 0.0, 0, 0, 0.0
     while done < requests:
         while nxt < requests and arrive[nxt] <= t:
-            queue.append([nxt, isl])
+            queue.append([nxt, int(isl_of[nxt])])
             nxt += 1
         if len(queue) > 20 * requests:
             raise ValueError("overloaded: the prompt queue grows without bound")
@@ -121,7 +133,7 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
             keep_id, keep_left = [], []
             for rid, left_tokens in zip(run_id, run_left, strict=True):
                 if left_tokens <= 0:
-                    tpot[rid] = (t - first[rid]) / max(n_dec, 1)
+                    tpot[rid] = (t - first[rid]) / max(int(ndec_of[rid]), 1)
                     done += 1
                 else:
                     keep_id.append(rid)
@@ -132,12 +144,12 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
             rid = item[0]
             ttft[rid] = t + req_s - arrive[rid]
             first[rid] = t
-            if n_dec == 0:
+            if ndec_of[rid] == 0:
                 tpot[rid] = 0.0
                 done += 1
             else:
                 run_id.append(rid)
-                run_left.append(n_dec)
+                run_left.append(int(ndec_of[rid]))
     keep = slice(int(warmup * requests), None)
     dur = float(t - arrive[int(warmup * requests)])
     return EventResult(ttft_s=ttft[keep], tpot_s=tpot[keep], duration_s=dur,

@@ -117,7 +117,7 @@ def residual_quantile(p, share_long, t_short_s, t_long_s) -> np.ndarray:
 
 def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, ttft_service_s, prompt_s,
                 busy, t_chunk_step_s=None, chunk_step_share=None, step_tokens=1.0,
-                mixed=True) -> dict[str, np.ndarray]:
+                mixed=True, isl_cv=0.0, osl_cv=0.0) -> dict[str, np.ndarray]:
     """TTFT and TPOT at p50/p90/p99 (seconds) of an open-loop operating point (module docstring).
 
     ``t_dec_slope_s`` is dT_dec/db (seconds per extra sequence) near the operating batch; ``busy``
@@ -128,6 +128,11 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     are per output token, the residual of a step in flight is a whole step).  ``mixed``: prompts
     ride in decode steps (the prompts co-scheduled in a prompt's own step add to its TTFT); with
     separate prefill steps those prompts are the queue the M/D/1 wait already counts.
+    ``isl_cv``/``osl_cv``: coefficients of variation of the request lengths (0: every request at the
+    mean, as the rest of the simulator assumes).  A prompt's own prefill scales with its length
+    (lognormal quantile of ISL, its excess combined root-sum-square with the others'); the prompt
+    work sharing a request's steps has variance ``b u^2 (1 + cv_isl^2)(1 + cv_osl^2)`` -- the
+    second factor is ``E[OSL]/OSL`` averaged over requests: short requests average fewer steps.
     Returns ``ttft_p50_s`` ... ``tpot_p99_s``.
     """
     n_dec = np.maximum(np.asarray(osl, dtype=np.float64) - 1.0, 1.0)
@@ -135,7 +140,9 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     slope = np.maximum(np.asarray(t_dec_slope_s, dtype=np.float64), 0.0)
     b = np.maximum(op["decode_batch"], 0.0)
     u = np.asarray(tau_s, dtype=np.float64) / n_dec
-    sd_tpot = np.sqrt(b * (2.0 / 3.0 * slope * slope + u * u + slope * u))
+    cv_i2 = np.square(np.asarray(isl_cv, dtype=np.float64))
+    cv_o2 = np.square(np.asarray(osl_cv, dtype=np.float64))
+    sd_tpot = np.sqrt(b * (2.0 / 3.0 * slope * slope + u * u * (1.0 + cv_i2) * (1.0 + cv_o2) + slope * u))
     theta, C = md1_tail(op["prompt_load"], prompt_s)
     Tc = T if t_chunk_step_s is None else np.maximum(np.asarray(t_chunk_step_s, dtype=np.float64), T)
     E = np.asarray(step_tokens, dtype=np.float64)
@@ -153,7 +160,11 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
         resid = busy * np.maximum(tail_quantile(theta, C, p) + mean_resid, residual_quantile(p, w, T, Tc))
         # the co-scheduled prompts are Poisson(X T): their p-quantile beyond the mean, each ~tau
         extra = np.where(mixed, np.maximum(poisson.ppf(p, mu_own) - mu_own, 0.0) * tau, 0.0)
-        out[f"ttft_{name}_s"] = base + resid + extra
+        # the prompt's own length: lognormal quantile ratio of ISL (mean 1), each token ~tau/ISL
+        s2 = np.log1p(cv_i2)
+        own = np.maximum(np.exp(_Z[name] * np.sqrt(s2) - s2 / 2.0) - 1.0, 0.0) * tau
+        spread = resid + extra
+        out[f"ttft_{name}_s"] = base + np.sqrt(np.square(spread) + np.square(own))
         # Cornish-Fisher skew term: the counts behind the spread are Poisson(b), skewness 1/sqrt(b)
         z = _Z[name] + (_Z[name] ** 2 - 1.0) / 6.0 / np.sqrt(np.maximum(b, 1.0)) * (_Z[name] > 0)
         out[f"tpot_{name}_s"] = op["tpot_s"] + z * sd_tpot  # (sd_tpot uses the per-token slope)

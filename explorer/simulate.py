@@ -60,7 +60,7 @@ from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
-                  "pool_prefill", "pool_decode", "latency_percentiles", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
+                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
@@ -688,7 +688,8 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         busy = 1.0 - np.exp(-b_run)  # a step of other requests is in flight at an arrival
         got = percentiles(op, s.osl, eng["T_dec"], slope, eng["tau"], eng["ttft_service"], eng["prompt_service_s"], busy,
                           eng["T_pre_step"], f_chunk, step_tokens=1.0 if s.spec_k is None else s.spec_tokens,
-                          mixed=s.rt_mixed)
+                          mixed=s.rt_mixed, isl_cv=_col(c, "isl_cv") if "isl_cv" in c else 0.0,
+                          osl_cv=_col(c, "osl_cv") if "osl_cv" in c else 0.0)
         pct = {k: np.where(want, got[k], np.nan) for k in pct}
 
     parts = eng["parts"]

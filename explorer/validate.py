@@ -59,7 +59,19 @@ DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "
 #: input/output tokens of a benchmark's dataset stand in when a system row leaves isl/osl unstated
 MLPERF_DATASETS = DEFAULT_MEASUREMENTS.parent / "mlperf_datasets.yaml"
 #: model preset -> MLPerf dataset key of that file
-MLPERF_DATASET_OF = {"mixtral-8x7b": "mixtral-8x7b", "llama-3.1-8b": "llama3.1-8b"}
+MLPERF_DATASET_OF = {"mixtral-8x7b": "mixtral-8x7b", "llama-3.1-8b": "llama3.1-8b", "llama-2-70b": "llama2-70b",
+                     "llama-3.1-405b": "llama3.1-405b"}
+
+
+def mlperf_dataset_cv(model: str) -> tuple[float, float] | None:
+    """Coefficients of variation (input, output) of the preset's MLPerf dataset lengths, if known."""
+    key = MLPERF_DATASET_OF.get(model)
+    if key is None or not MLPERF_DATASETS.exists():
+        return None
+    ds = (read_yaml(MLPERF_DATASETS).get("datasets") or {}).get(key) or {}
+    if "cv_input" not in ds or "cv_output" not in ds:
+        return None
+    return float(ds["cv_input"]), float(ds["cv_output"])
 
 
 def mlperf_dataset_lengths(model: str) -> tuple[float, float] | None:
@@ -76,9 +88,16 @@ CASE_KEYS = {"id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "precision", "i
              "ttft_limit_ms", "tpot_limit_ms",
              # speculative decoding (explorer/speculative.py): K, and the per-position acceptance
              # (a number or one per position) or the published acceptance length, with its source
-             "draft_tokens", "acceptance", "acceptance_length", "acceptance_source"}
+             "draft_tokens", "acceptance", "acceptance_length", "acceptance_source",
+             # attention_achieved_tflops rows (a FlashAttention-style kernel) and node figures
+             "batch", "seqlen", "heads", "kv_heads", "head_dim", "causal", "library", "gpus_per_node"}
+#: GPUs per node for ``output_tokens_per_s_per_node`` when a row does not say (HGX/DGX: 8)
+DEFAULT_GPUS_PER_NODE = 8
 #: Case values of speculative decoding; rows without them are scored with ``draft_tokens = 0``.
 SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
+#: Other optional design values, with the value rows without them take (``disagg`` 2 = the decode
+#: pool of a disaggregated deployment)
+OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0}
 #: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")
@@ -94,9 +113,12 @@ INFERENCE_METRICS = {
     "decode_tokens_per_s_per_user": ("tokens_per_s_per_user", {"tok/s/user"}),
     "first_token_latency": ("ttft_ms", {"ms"}),
     "output_tokens_per_s_system": ("tokens_per_s_total", {"tok/s (whole system)", "tok/s"}),
+    "output_tokens_per_s_per_node": ("tokens_per_s_per_node", {"tok/s/node", "tok/s per node", "tok/s"}),
+    "inter_token_latency": ("tpot_ms", {"ms"}),
 }
 KERNEL_METRICS = {
     "gemm_achieved_tflops": {"tflops"},
+    "attention_achieved_tflops": {"tflops"},
     "hbm_achieved_bandwidth": {"tb/s"},
     "nccl_allreduce_busbw": {"gb/s"},
 }
@@ -200,6 +222,25 @@ def _kernel_row(raw: dict, metric: str, conc: Any, cid: str) -> dict | None:
             raise ValueError(f"message size must be positive, got '{conc}'")
         return {**base, "kind": "allreduce", "dtype": "bf16", "message_bytes": int(size),
                 "num_gpus": whole_number(raw, "num_gpus", 8, minimum=2), "metric": "busbw_GB_s"}
+    if metric == "attention_achieved_tflops":
+        # FlashAttention-style forward: batch, seqlen, heads, head_dim (, kv_heads, causal) as keys,
+        # or concurrency_or_batch 'BxSxHxD'; scored by explorer.kernel_cases like kernels.yaml rows
+        dims = {k: raw.get(k) for k in ("batch", "seqlen", "heads", "head_dim")}
+        if any(v is None for v in dims.values()):
+            parts = str(conc).lower().split("x")
+            if len(parts) != 4 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
+                raise ValueError("attention rows need batch, seqlen, heads, head_dim (keys, or concurrency_or_batch "
+                                 f"'BxSxHxD'), got '{conc}'")
+            dims = dict(zip(("batch", "seqlen", "heads", "head_dim"), (int(x) for x in parts), strict=True))
+        causal = raw.get("causal")
+        if causal is None:
+            notes = str(raw.get("notes", "")).lower()
+            causal = "causal" in notes and "non-causal" not in notes and "without causal" not in notes
+        row = {**base, "kind": "attention_fwd", "dtype": str(raw.get("precision") or "bf16"), **dims,
+               "causal": causal, "metric": "achieved_tflops", "library": raw.get("library") or ""}
+        if raw.get("kv_heads") is not None:
+            row["kv_heads"] = raw["kv_heads"]
+        return row
     return None
 
 
@@ -243,7 +284,8 @@ def parse_case(raw: Any, index: int) -> Case:
                 from explorer import kernel_cases
 
                 k = kernel_cases.parse_kernel_rows([as_kernel], "measurements")[0]
-                k.regime = "kernel_gemm" if metric == "gemm_achieved_tflops" else "kernel_allreduce"
+                k.regime = {"gemm_achieved_tflops": "kernel_gemm", "attention_achieved_tflops": "kernel_attention_fwd"
+                            }.get(metric, "kernel_allreduce")
                 k.trust = case.trust
                 return k
             case.kind, case.regime = "hbm", "kernel_hbm"  # the one kernel metric left: STREAM triad
@@ -291,11 +333,20 @@ def parse_case(raw: Any, index: int) -> Case:
         case.values = {"model": preset.shape.name, "precision": prec, "isl": isl, "osl": osl,
                        "tp": t, "pp": pp, "ep": e, "dp": dp, "runtime": case.runtime, "serverless": True}
         case.values.update(spec)
+        if metric == "output_tokens_per_s_per_node":
+            case.values["gpus_per_node"] = whole_number(raw, "gpus_per_node", DEFAULT_GPUS_PER_NODE)
+            if "disaggregat" in str(raw.get("notes", "")).lower() or "disaggregat" in cid.lower():
+                # a disaggregated deployment's decode nodes: their steps carry no prompts (explorer/disagg.py)
+                case.values["disagg"] = 2.0
+                case.note = "decode pool of a disaggregated deployment: no prompt work in its steps"
         scenario = conc.strip().lower() if isinstance(conc, str) else ""
         if scenario in MLPERF_SCENARIOS:
             case.kind, case.regime = "system", f"mlperf_{scenario}"
             # MLPerf submissions run their own tuned harness: its own runtime profile (runtimes/mlperf.yaml)
             case.runtime = case.values["runtime"] = MLPERF_RUNTIME
+            cv = mlperf_dataset_cv(preset.shape.name)  # the dataset's length spread, for the p99s
+            if cv is not None:
+                case.values["isl_cv"], case.values["osl_cv"] = cv
             case.values["serverless"] = True  # the LoadGen harness calls the engine in-process
             if scenario == "offline":
                 case.saturated = True
@@ -320,6 +371,10 @@ def parse_case(raw: Any, index: int) -> Case:
             raise ValueError(f"concurrency_or_batch '{conc}' is neither a batch nor 'max'")
         if metric == "first_token_latency":
             case.regime = "ttft"
+        elif metric == "inter_token_latency":
+            case.regime = "inter_token_latency"
+        elif metric == "output_tokens_per_s_per_node":
+            case.regime = "node_throughput"
         return case
     except (ValueError, TypeError, ExplorerError) as e:
         case.supported = False
@@ -428,6 +483,10 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
     field_ = CURVE_METRICS[case.metric] if case.kind == "curve" else INFERENCE_METRICS[case.metric][0]
     if field_ == "tokens_per_s_total":
         return float(res["tokens_per_s_per_gpu"][i]) * case.num_gpus
+    if field_ == "tokens_per_s_per_node":
+        return float(res["tokens_per_s_per_gpu"][i]) * float(case.values.get("gpus_per_node", DEFAULT_GPUS_PER_NODE))
+    if field_ == "tpot_ms":
+        return float(res["tpot_s"][i]) * 1e3
     if field_ == "ttft_ms":
         ttft = float(res["ttft_s"][i])
         if case.kind == "curve" and case.values.get("benchmark") == "inferencex":
@@ -465,6 +524,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
     rows: dict[str, list[Any]] = {}
     owner: list[int] = []
     any_spec = any(c.supported and c.kind in SERVED_KINDS and c.values.get("draft_tokens") for c in cases)
+    any_opt = {k: any(c.supported and c.kind in SERVED_KINDS and k in c.values for c in cases) for k in OPTIONAL_VALUES}
     first: dict[tuple, int] = {}  # cases that share a design point (a curve row's axes) share its rows
     same: dict[int, int] = {}
     for ci, c in enumerate(cases):
@@ -478,8 +538,12 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
         for b in batches:
             for k, v in c.values.items():
-                if k not in ("batch", "runtime", "serverless", "benchmark", *SPEC_VALUES):
+                if k not in ("batch", "runtime", "serverless", "benchmark", "gpus_per_node", *SPEC_VALUES,
+                             *OPTIONAL_VALUES):
                     rows.setdefault(k, []).append(v)
+            for k, default in OPTIONAL_VALUES.items():  # present in every row once one case has it
+                if any_opt[k]:
+                    rows.setdefault(k, []).append(c.values.get(k, default))
             if any_spec:  # every row carries the speculation columns once one case speculates
                 for k, default in SPEC_VALUES.items():
                     rows.setdefault(k, []).append(c.values.get(k, default))
@@ -549,7 +613,7 @@ def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
     from explorer.systems import best_system, candidates
 
     v = case.values
-    base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp")}
+    base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
     experts = int(get_preset(str(v["model"])).shape.experts or 0)
     deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
             else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
@@ -575,7 +639,7 @@ def ideal(hw: Hardware) -> Hardware:
 
 # --------------------------------------------------------------------------------------- report
 
-LOWER_IS_BETTER = {"first_token_latency", "ttft"}
+LOWER_IS_BETTER = {"first_token_latency", "ttft", "inter_token_latency"}
 
 
 def ideal_runtime(rt: Runtime, hardware: list[str]) -> Runtime:
