@@ -135,3 +135,21 @@ def test_shipped_serving_space_compares_four_modes():
     # at this batch MTP serves more tokens per user, and disaggregation lifts TPOT off the prompts
     assert df["tokens_per_s_per_user"][2] > df["tokens_per_s_per_user"][0]
     assert df["tokens_per_s_per_user"][1] > df["tokens_per_s_per_user"][0]
+
+
+def test_report_shows_where_each_mode_wins(tmp_path):
+    """A sweep of the serving space (a small grid) writes the modes section and offers the
+    serving_mode colouring; the CLI summary prints the same table."""
+    import subprocess
+    import sys
+
+    text = SPACE.replace("  prefill_tp: [4]\n", "  prefill_tp: [4]\n  draft_tokens: [0, 2]\n  acceptance: 0.7\n"
+                                             "  draft_model: llama-3.1-8b\n")
+    space = tmp_path / "serve.yaml"
+    space.write_text(text)
+    p = subprocess.run([sys.executable, "-m", "explorer", "sweep", str(space), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "modes        best tok/s/GPU" in p.stdout and "disaggregated + speculative" in p.stdout
+    html_text = (tmp_path / "out" / "serve.html").read_text()
+    assert 'id="modes-table"' in html_text and "serving_mode" in html_text

@@ -1,0 +1,151 @@
+"""Collective communication times (DESIGN.md section 4).
+
+* ring all-reduce of ``m`` bytes over ``n`` GPUs: ``2(n-1)/n * m / (bw*eta_n) + 2(n-1)*alpha``;
+* all-to-all (MoE dispatch or combine) of ``m`` bytes leaving each GPU:
+  ``m / (bw*eta_n) + alpha*(1 + log2 n)`` -- the latency term is an assumption (pairwise sends
+  issued concurrently through the NVLink switch; log-depth synchronisation);
+* point-to-point hand-off (pipeline stages): ``m / (bw*eta_n) + alpha``.
+
+``bw`` and ``alpha`` are the scale-up (NVLink/xGMI) figures when the group fits in one domain,
+else the scale-out network's.
+
+:func:`collective_s` is the fuller model of one NCCL-style collective call (all-reduce, all-gather,
+reduce-scatter), as NCCL's own tuner sees it (src/graph/tuning.cc): the library picks, per call, the
+fastest of its (algorithm, protocol) pairs, each ``base + steps*step_latency + bytes/(bw*fraction)``:
+
+* protocols: LL (8-byte stores carrying 4 bytes of data and a flag: lowest latency, a fraction of
+  the bandwidth), LL128 (128-byte lines with 120 bytes of data) and Simple (full bandwidth, highest
+  latency); ``protocols`` lists ``(base_s, step_s, bw_fraction)`` per protocol
+  (:func:`nccl_protocols` builds it with NCCL's base latencies);
+* ring: ``factor*(n-1)`` steps moving ``factor*(n-1)/n * m`` bytes (factor 2 for all-reduce, 1 for
+  all-gather / reduce-scatter).  A ring that leaves the scale-up domain runs one ring per NIC
+  (assumption: one NIC per GPU, as on DGX/HGX), so its bandwidth is ``min(scale-up, D*scale-out)``
+  for ``D`` GPUs per domain, and every step waits for the scale-out hop;
+* hierarchical (groups larger than one domain): a ring inside each domain and a ring across the
+  ``N`` domains on ``m/D``-byte shards, pipelined (the slower of the two bandwidth terms counts;
+  both latency terms add);
+* NVLS (NVLink SHARP: the switch reduces, on NVSwitch systems with ``nvls_eta > 0``): each GPU
+  sends and receives ``m`` once, ``nvls_latency + m/(bw*nvls_eta)`` inside a domain (all-reduce
+  only), and as the intra-domain part of the hierarchical algorithm across domains;
+* mesh scale-up (xGMI, no switch): a group of ``n`` of the ``domain`` GPUs only has its ``n-1``
+  direct links, ``(n-1)/(domain-1)`` of the per-GPU bandwidth;
+* ``call_s``: the fixed cost of one call (launch, proxy thread, synchronisation), added once.
+
+With the defaults (one Simple protocol without base latency, no NVLS, no call cost) and a group
+inside one domain it is exactly the ring formula above.
+
+:func:`ep_alltoall_s` is expert-parallel dispatch/combine (DeepEP-style): every token sends
+``topk`` copies; with uniform routing a share ``(D-1)/n`` of the copies crosses NVLink and
+``(n-D)/n`` the scale-out NIC (``rdma_only``: everything but the local copy goes through the NIC);
+the slower side bounds the time.
+
+Ignored: congestion, adaptive routing, NCCL's channel count ramp at medium sizes (folded into the
+protocol fractions), per-node deduplication of MoE copies, and overlap with compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: NCCL's base latency of one ring collective per protocol, seconds (NVIDIA/nccl src/graph/tuning.cc,
+#: ``baseLat`` for Ring: LL 6.6 us, LL128 14.0 us, Simple 8.4 us).
+NCCL_BASE_LATENCY_S = {"ll": 6.6e-6, "ll128": 14.0e-6, "simple": 8.4e-6}
+
+
+def link(group: np.ndarray, domain: np.ndarray, up_bw, up_lat, out_bw, out_lat):
+    """(bandwidth bytes/s, latency s) for a group of ``group`` GPUs."""
+    inside = group <= domain
+    return np.where(inside, up_bw, out_bw), np.where(inside, up_lat, out_lat)
+
+
+def nccl_protocols(simple_step_s, ll_step_s=0.0, ll128_step_s=0.0, ll_fraction=0.0, ll128_fraction=0.0,
+                   base: bool = True) -> list[tuple]:
+    """``(base_s, step_s, bw_fraction)`` for Simple and, where their fraction is > 0, LL and LL128.
+    Per-point arrays broadcast; ``base=False`` drops NCCL's base latencies (the roofline)."""
+    def b(p: str) -> float:
+        return NCCL_BASE_LATENCY_S[p] if base else 0.0
+    out: list[tuple] = [(b("simple"), simple_step_s, 1.0)]
+    if np.any(np.asarray(ll_fraction) > 0):
+        out.append((b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9)))
+    if np.any(np.asarray(ll128_fraction) > 0):
+        out.append((b("ll128"), ll128_step_s, np.maximum(ll128_fraction, 1e-9)))
+    return out
+
+
+def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta_n, kind: str = "allreduce",
+                 protocols: Sequence[tuple] | None = None, call_s=0.0, nvls_eta=0.0, nvls_latency_s=0.0,
+                 mesh=False, ring_only=False) -> np.ndarray:
+    """Time (s) of one all-reduce / all-gather / reduce-scatter of ``nbytes`` (the full buffer) over
+    ``n`` GPUs: the fastest (algorithm, protocol) of the module docstring.  Arrays broadcast."""
+    if kind not in ("allreduce", "allgather", "reducescatter"):
+        raise ValueError(f"unknown collective '{kind}'")
+    factor = 2.0 if kind == "allreduce" else 1.0
+    S = np.asarray(nbytes, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    dom = np.asarray(domain, dtype=np.float64)
+    D = np.maximum(np.minimum(n, dom), 1.0)  # GPUs of the group per domain
+    N = np.ceil(n / D)  # domains spanned
+    inside = n <= dom
+    up = np.where(mesh, up_bw * (D - 1.0) / np.maximum(dom - 1.0, 1.0), up_bw)
+    up = np.maximum(up, 1e-30)
+    ring_bw = np.where(inside, up, np.minimum(up, D * out_bw))
+    steps = factor * (n - 1.0)
+    share = factor * (n - 1.0) / np.maximum(n, 1.0)
+    inter = factor * (N - 1.0) / N * (S / D) / (out_bw * eta_n)  # hierarchical: ring across domains
+    inter_lat = factor * (N - 1.0) * out_step_s
+    best = np.full(np.broadcast(S, n, dom, up).shape, np.inf)
+    for base, step, frac in (protocols or [(0.0, up_step_s, 1.0)]):
+        step_lat = np.where(inside, step, np.maximum(step, out_step_s))
+        t = base + steps * step_lat + share * S / (ring_bw * eta_n * frac)
+        best = np.minimum(best, t)
+        if not ring_only and not np.all(inside):
+            intra = factor * (D - 1.0) / D * S / (up * eta_n * frac)
+            t_h = base + factor * (D - 1.0) * step + inter_lat + np.maximum(intra, inter / frac)
+            best = np.where(inside, best, np.minimum(best, t_h))
+    nv = np.asarray(nvls_eta, dtype=np.float64)
+    if kind == "allreduce" and not ring_only and np.any(nv > 0):
+        t_nv = nvls_latency_s + S / (up * np.maximum(nv, 1e-9))
+        t_nv = np.where(inside, t_nv, t_nv + inter_lat + np.maximum(0.0, inter - S / (up * np.maximum(nv, 1e-9))))
+        best = np.where((nv > 0) & ~np.asarray(mesh, dtype=bool), np.minimum(best, t_nv), best)
+    return np.where(n > 1, best + call_s, 0.0)
+
+
+def protocols_of(h) -> list[tuple]:
+    """NCCL protocol candidates of a hardware kind (anything with the Hardware attributes): shared
+    by the kernel validation and the serving simulator."""
+    return nccl_protocols(h.scaleup_latency_s, h.ll_step_s, h.ll128_step_s, h.ll_bw_fraction, h.ll128_bw_fraction,
+                          base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0)
+
+
+def allreduce_s(nbytes, n, bw, alpha, eta_n) -> np.ndarray:
+    """Ring all-reduce with the bandwidth and per-step latency of the link the group uses."""
+    return collective_s(nbytes, n, domain=np.inf, up_bw=bw, up_step_s=alpha, out_bw=bw, out_step_s=alpha,
+                        eta_n=eta_n)
+
+
+def alltoall_s(nbytes, n, bw, alpha, eta_n) -> np.ndarray:
+    n = np.asarray(n, dtype=np.float64)
+    t = nbytes / (bw * eta_n) + alpha * (1.0 + np.log2(np.maximum(n, 1.0)))
+    return np.where(n > 1, t, 0.0)
+
+
+def ep_alltoall_s(tokens, topk, token_bytes, n, *, domain, up_bw, out_bw, eta_n, up_step_s=0.0, out_step_s=0.0,
+                  call_s=0.0, rdma_only=False):
+    """(time s, logical bytes, NVLink bytes, scale-out bytes) of one expert-parallel dispatch or
+    combine per GPU: ``tokens`` tokens on this GPU, ``topk`` copies each of ``token_bytes``, spread
+    uniformly over ``n`` GPUs (module docstring).  Arrays broadcast."""
+    n = np.asarray(n, dtype=np.float64)
+    D = np.maximum(np.minimum(n, np.asarray(domain, dtype=np.float64)), 1.0)
+    logical = np.asarray(tokens, dtype=np.float64) * topk * token_bytes
+    nvl_share = np.where(rdma_only, 0.0, (D - 1.0) / n)
+    out_share = np.where(rdma_only, (n - 1.0) / n, (n - D) / n)
+    nvl, rdma = logical * nvl_share, logical * out_share
+    lat = np.where(rdma > 0, out_step_s, up_step_s)
+    t = call_s + lat + np.maximum(nvl / (up_bw * eta_n), rdma / (out_bw * eta_n))
+    return np.where(n > 1, t, 0.0), logical, nvl, rdma
+
+
+def p2p_s(nbytes, bw, alpha, eta_n) -> np.ndarray:
+    return nbytes / (bw * eta_n) + alpha

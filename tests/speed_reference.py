@@ -1,0 +1,66 @@
+"""Tables and columns of the frozen simulator reference (tests/data/speed_reference.npz), shared by
+tests/test_speed_equivalence.py and its generator (``python3 tests/speed_reference.py`` rewrites the
+file: only do that on purpose, when a formula changes).  The reference was computed before the
+speed-ups of issue 12 item 1, so every later code path must reproduce it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from explorer.design import build_design  # noqa: E402
+from explorer.simulate import COMPONENTS, PERCENTILE_COLUMNS, simulate  # noqa: E402
+
+REFERENCE = Path(__file__).resolve().parent / "data" / "speed_reference.npz"
+COLUMNS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_s", "tpot_s", "memory_bytes_per_gpu", "feasible",
+           "reason_code", "decode_batch") + tuple(f"t_{k}_s" for k in COMPONENTS) + PERCENTILE_COLUMNS
+RUNTIMES = ("trtllm", "vllm", "sglang", "gpt-fast", "mlperf")
+
+
+def tables() -> dict[str, dict]:
+    """Named build_design value tables: the invariant sweep's distribution (closed loop, default
+    runtime), the same with every runtime, open-loop rows and speculative decoding."""
+    from test_invariants import random_designs
+
+    out = {"random": random_designs(np.random.default_rng(20240601), 20_000)}
+    rng = np.random.default_rng(7)
+    v = random_designs(rng, 3_000)
+    v["runtime"] = rng.choice(RUNTIMES, 3_000)
+    out["runtimes"] = v
+    v = random_designs(rng, 1_500)
+    v["runtime"] = rng.choice(RUNTIMES, 1_500)
+    v["request_rate"] = rng.uniform(0.05, 20.0, 1_500)
+    out["open"] = v
+    v = random_designs(rng, 1_500)
+    v["draft_tokens"] = rng.integers(0, 5, 1_500)
+    v["acceptance"] = rng.uniform(0.3, 0.9, 1_500)
+    v["draft_model"] = "llama-3.1-8b"
+    out["spec"] = v
+    n = 600  # MTP drafting on a preset with an MTP module
+    out["mtp"] = dict(model="deepseek-v3", hardware=rng.choice(["h200", "b200"], n), precision="fp8",
+                      batch=rng.integers(1, 1025, n), isl=rng.integers(1, 8193, n), osl=rng.integers(1, 4097, n),
+                      tp=rng.choice([1, 2, 4, 8], n), dp=rng.choice([1, 2], n), ep=rng.choice([1, 2, 4, 8], n),
+                      pp=rng.choice([1, 2], n), draft_tokens=rng.integers(0, 4, n),
+                      acceptance=rng.uniform(0.3, 0.9, n), latency_percentiles=1)
+    return out
+
+
+def compute(detail: bool = True) -> dict[str, np.ndarray]:
+    res = {}
+    for name, values in tables().items():
+        design, table = build_design(values, "reference")
+        r = simulate(design, table, detail=detail)
+        for k in COLUMNS:
+            res[f"{name}/{k}"] = np.asarray(r[k])
+    return res
+
+
+if __name__ == "__main__":
+    REFERENCE.parent.mkdir(exist_ok=True)
+    np.savez_compressed(REFERENCE, **compute())
+    print(REFERENCE, REFERENCE.stat().st_size)
