@@ -11,6 +11,11 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
 * baseline: the same simulator called one row at a time (``--scalar`` rows), and ``api.evaluate``
   (what ``explorer evaluate`` runs) per call.
 * ``--profile``: cProfile of ``simulate`` on 200,000 rows, top functions by own time.
+* today's code against its baseline, in the same run: every vectorized rate is also measured for
+  the numpy-only path (``EXPLORER_NUMBA=0``: the compiled GEMM kernel of explorer/costs/gemm.py
+  off), which is the simulator as it ran before the speed-ups of issue 12 item 1 (same numpy
+  code; measured in the session that added the kernel: a frozen copy of the old simulator and the
+  numpy-only path ran within noise of each other); ``--no-baseline`` skips it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+
 from explorer.api import evaluate  # noqa: E402
+from explorer.costs.gemm import fast_path_available  # noqa: E402
 from explorer.design import build_design  # noqa: E402
 from explorer.hardware import list_hardware  # noqa: E402
 from explorer.precision import parse_precision, tensor_formats_needed  # noqa: E402
@@ -85,12 +92,41 @@ def take(design: dict, i: slice | np.ndarray) -> dict:
     return {k: v[i] for k, v in design.items()}
 
 
-def bench_vectorized(design: dict, table, chunk: int, detail: bool) -> float:
+def bench_vectorized(design: dict, table, chunk: int, detail: bool, fn=simulate) -> float:
     n = len(design["hidden"])
     t0 = time.perf_counter()
     for a in range(0, n, chunk):
-        simulate(take(design, slice(a, a + chunk)), table, detail=detail)
+        fn(take(design, slice(a, a + chunk)), table, detail=detail)
     return time.perf_counter() - t0
+
+
+class numpy_only:
+    """Today's code with the compiled GEMM kernel off (EXPLORER_NUMBA=0)."""
+
+    def __enter__(self):
+        self.old = os.environ.get("EXPLORER_NUMBA")
+        os.environ["EXPLORER_NUMBA"] = "0"
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            del os.environ["EXPLORER_NUMBA"]
+        else:
+            os.environ["EXPLORER_NUMBA"] = self.old
+
+
+def rates(design: dict, table, args, label: str, best: dict, key) -> None:
+    """Best-of-repeats points/s of today's code, its numpy-only path and the frozen baseline."""
+    n = len(design["hidden"])
+    for detail in (True, False):
+        t = min(bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats))
+        best[(key, detail)] = t
+        line = f"{label} detail={detail!s:5s}: {n / t:,.0f} points/s"
+        if not args.no_baseline:
+            with numpy_only():
+                t_0 = min(bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats))
+            best[(key, detail, "baseline")] = t_0
+            line += f"  | baseline (numpy-only path, as before issue 12) {n / t_0:,.0f}  -> {t_0 / t:.2f}x the baseline"
+        print(line)
 
 
 def main() -> None:
@@ -100,6 +136,7 @@ def main() -> None:
     ap.add_argument("--scalar", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the numpy-only and frozen-baseline rates")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
 
@@ -109,6 +146,9 @@ def main() -> None:
     t0 = time.perf_counter()
     design, table = build_design(values, "bench")
     t_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    on = fast_path_available()  # imports numba and compiles the GEMM kernel, or loads it from numba's cache
+    print(f"compiled GEMM kernel (numba): {'on' if on else 'off'}; loaded in {time.perf_counter() - t0:.2f} s")
     res = simulate(take(design, slice(0, 1000)), table)  # warm-up
     print(f"{args.n:,} random design points ({len(table.kinds)} hardware kinds); "
           f"generated in {t_gen:.2f} s, build_design {t_build:.2f} s = {args.n / t_build:,.0f} points/s")
@@ -116,11 +156,7 @@ def main() -> None:
     print(f"feasible share (first 100k): {feasible:.1%}")
 
     best: dict = {}
-    for detail in (True, False):
-        ts = [bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats)]
-        best[detail] = min(ts)
-        print(f"vectorized simulate detail={detail!s:5s}: best of {args.repeats}: {best[detail]:.3f} s "
-              f"-> {args.n / best[detail]:,.0f} points/s (chunks of {args.chunk:,})")
+    rates(design, table, args, f"vectorized simulate, random mix (chunks of {args.chunk:,})", best, "mix")
 
     # a sweep-like table: what a shape search on one hardware kind scores (quick.yaml's ranges)
     m = args.n
@@ -131,10 +167,7 @@ def main() -> None:
         isl=1024, osl=1024)
     sweep_values["heads"] = sweep_values["hidden"] // 128
     sweep_design, sweep_table = build_design(sweep_values, "bench")
-    for detail in (True, False):
-        t = min(bench_vectorized(sweep_design, sweep_table, args.chunk, detail) for _ in range(args.repeats))
-        best[("sweep", detail)] = t
-        print(f"sweep-like table (one kind, dense shapes) detail={detail!s:5s}: {args.n / t:,.0f} points/s")
+    rates(sweep_design, sweep_table, args, "sweep-like table (one kind, dense shapes)", best, "sweep")
 
     # baseline: one row at a time through the same simulator, and through api.evaluate
     rows = rng.choice(args.n, args.scalar, replace=False)
@@ -143,6 +176,11 @@ def main() -> None:
     for r in one_rows:
         simulate(r, table)
     t_scalar = (time.perf_counter() - t0) / len(one_rows)
+    with numpy_only():
+        t0 = time.perf_counter()
+        for r in one_rows:
+            simulate(r, table)
+        t_scalar0 = (time.perf_counter() - t0) / len(one_rows)
     evs = [dict(model=None, shape={k: int(values[k][i]) for k in ("hidden", "ffn", "layers", "heads", "kv_heads",
                                                                  "head_dim", "vocab", "experts", "experts_per_token",
                                                                  "expert_ffn")},
@@ -153,14 +191,15 @@ def main() -> None:
         evaluate(**e)
     t_eval = (time.perf_counter() - t0) / len(evs)
 
-    rate_vec = args.n / best[True]
+    rate_vec = args.n / best[("mix", True)]
     print(f"scalar loop (simulate on 1-row tables, {args.scalar} rows): {t_scalar * 1e3:.3f} ms/call "
           f"-> {1 / t_scalar:,.0f} points/s")
+    print(f"scalar loop, baseline (before issue 12): {t_scalar0 * 1e3:.3f} ms/call -> {1 / t_scalar0:,.0f} points/s")
     print(f"api.evaluate per call ({args.scalar} calls): {t_eval * 1e3:.3f} ms/call -> {1 / t_eval:,.0f} points/s")
     print(f"speed-up vectorized/scalar: {rate_vec * t_scalar:,.0f}x (detail=True), "
-          f"{args.n / best[False] * t_scalar:,.0f}x (detail=False)")
+          f"{args.n / best[('mix', False)] * t_scalar:,.0f}x (detail=False)")
     print(f"target >= 1,000,000 points/s: random mix detail=True {rate_vec / 1e6:.2f}x of target, "
-          f"detail=False {args.n / best[False] / 1e6:.2f}x; sweep-like detail=True "
+          f"detail=False {args.n / best[('mix', False)] / 1e6:.2f}x; sweep-like detail=True "
           f"{args.n / best[('sweep', True)] / 1e6:.2f}x, detail=False {args.n / best[('sweep', False)] / 1e6:.2f}x")
 
     if args.profile:

@@ -17,6 +17,10 @@ space, seed and sampler give the same trials.  ``--workers N`` starts N spawned 
 study; worker ``i`` runs ``trials//N`` (+1 for the first ``trials % N``) trials, so together they
 run exactly the requested number.
 
+Trials are design points (``search.trial_unit: point``) or model shapes (``shape``): a shape trial
+samples only the shape parameters and is scored under every deployment at once, told its own front's
+extremes (:mod:`explorer.shapes`); a study keeps its unit (user attribute ``explorer_trial_unit``).
+
 The results table is rebuilt from every COMPLETE trial of the study by re-scoring its parameters in
 one vectorized call (cheap, and the front comes from :func:`explorer.frontier.front_table`, never
 from ``study.best_trials``).
@@ -48,12 +52,42 @@ from explorer.storage import StorageSpec, open_storage
 
 DEFAULT_BATCH = {"tpe": 1, "random": 64}
 FINGERPRINT_ATTR = "explorer_space_fingerprint"
+UNIT_ATTR = "explorer_trial_unit"
+
+
+def trial_unit(space: SearchSpace) -> str:
+    """``shape`` when the space asks for shape trials and has both a shape to sample and deployments
+    to enumerate (explorer/shapes.py), else ``point``."""
+    from explorer.shapes import shape_mode_possible
+
+    return "shape" if space.search.trial_unit == "shape" and shape_mode_possible(space) else "point"
+
+
+def with_unit(space: SearchSpace, unit: str | None) -> SearchSpace:
+    """The space with ``search.trial_unit`` set to ``unit`` (None: unchanged)."""
+    if unit is None or unit == space.search.trial_unit:
+        return space
+    import dataclasses
+
+    return dataclasses.replace(space, search=dataclasses.replace(space.search, trial_unit=unit))
+
+
+def trial_keys(space: SearchSpace) -> list[str]:
+    """The parameters a trial samples: every searched one, or the shape keys of shape trials."""
+    if trial_unit(space) == "shape":
+        from explorer.shapes import split
+
+        return split(space)[0]
+    return list(space.searched)
 
 
 def distributions(space: SearchSpace) -> dict[str, BaseDistribution]:
     """Optuna distributions of the searched parameters (fixed ones are not suggested)."""
     out: dict[str, BaseDistribution] = {}
+    keys = trial_keys(space)
     for name, p in space.searched.items():
+        if name not in keys:
+            continue
         if isinstance(p, IntRange):
             out[name] = IntDistribution(p.low, p.high, log=p.log, step=p.step)
         elif isinstance(p, FloatRange):
@@ -129,6 +163,11 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
             )
         if [d.name.lower() for d in study.directions] != space.directions:
             raise SpecError("--study", None, f"study '{study_name}' has other objective directions; use another --study")
+        unit = study.user_attrs.get(UNIT_ATTR) or _infer_unit(space, study)
+        if unit != trial_unit(space):
+            raise SpecError("--study", None, f"study '{study_name}' in {spec.describe()} has {unit} trials, this "
+                                             f"sweep runs {trial_unit(space)} trials (search.trial_unit, "
+                                             f"--trial-unit {unit} resumes it); use another --study")
         _name_metrics(study, space)  # a study made before the names were set gets them
         return storage, study
     if not create:
@@ -136,10 +175,26 @@ def open_study(space: SearchSpace, spec: StorageSpec, study_name: str, sampler=N
     directions = cast(list[Literal["minimize", "maximize"]], space.directions)  # objectives are validated
     study = optuna.create_study(storage=storage, study_name=study_name, directions=directions, sampler=sampler)
     study.set_user_attr(FINGERPRINT_ATTR, space.fingerprint())
+    study.set_user_attr(UNIT_ATTR, trial_unit(space))
     study.set_user_attr("space_file", space.where)
     study.set_user_attr("objectives", list(space.objectives))
     _name_metrics(study, space)
     return storage, study
+
+
+def _infer_unit(space: SearchSpace, study: optuna.Study) -> str:
+    """The unit of a study without the attribute (made before it existed, or killed between its
+    creation and the attribute): ``point`` when a trial sampled a deployment parameter, ``shape``
+    when trials sampled only shape keys, else (no trial with parameters) this sweep's, recorded."""
+    from explorer.shapes import split
+
+    shape_keys = set(split(space)[0])
+    for t in study.get_trials(deepcopy=False):
+        if t.params:
+            return "shape" if set(t.params) <= shape_keys else "point"
+    unit = trial_unit(space)
+    study.set_user_attr(UNIT_ATTR, unit)
+    return unit
 
 
 def _name_metrics(study: optuna.Study, space: SearchSpace) -> None:
@@ -151,7 +206,10 @@ def _name_metrics(study: optuna.Study, space: SearchSpace) -> None:
 
 def _usable(space: SearchSpace, params: dict[str, Any]) -> bool:
     """Whether a trial's parameters are a point of the space (a damaged journal can lose some)."""
+    keys = trial_keys(space)
     for k, p in space.searched.items():
+        if k not in keys:
+            continue
         if k not in params:
             return False
         v = params[k]
@@ -201,6 +259,25 @@ def samples_from_params(space: SearchSpace, params: list[dict[str, Any]]) -> dic
     return {k: [p[k] for p in params] for k in space.searched}
 
 
+def _score_points(space: SearchSpace, params: list[dict[str, Any]], keys: list[str]):
+    """Point trials: (objectives, constraints, attrs) of each trial's point."""
+    ev = space.evaluate(samples_from_params(space, params), len(params))
+    attrs = trial_attrs(space, ev)
+    return ([ev.objectives[i].tolist() for i in range(ev.n)],
+            [{k: float(ev.constraints[k][i]) for k in keys} for i in range(ev.n)], attrs)
+
+
+def _score_shapes(space: SearchSpace, scanner, params: list[dict[str, Any]], keys: list[str]):
+    """Shape trials (explorer/shapes.py): each shape scanned over its deployments; the trial is told
+    its front's extremes, and its attributes describe its best row in the first objective."""
+    results = scanner.scan(params)
+    attrs = trial_attrs(space, scanner.representatives(params))
+    for a, r in zip(attrs, results, strict=True):
+        a["feasible"] = r.feasible
+        a["front_points"] = r.front_points
+    return [r.objectives for r in results], [r.constraints for r in results], attrs
+
+
 def run_trials(
     space: SearchSpace,
     study: optuna.Study,
@@ -218,6 +295,11 @@ def run_trials(
     (worker processes hold one for their whole life)."""
     dists = distributions(space)
     keys = space.constraint_keys()
+    scanner = None
+    if trial_unit(space) == "shape":
+        from explorer.shapes import shared_scanner
+
+        scanner = shared_scanner(space)
     heartbeat = getattr(storage, "get_heartbeat_interval", lambda: None)() is not None
     study_id = storage.get_study_id_from_name(study.study_name) if heartbeat else None
     done = 0
@@ -232,14 +314,15 @@ def run_trials(
                 if heartbeat:
                     for t in pending:
                         storage.record_heartbeat(storage.get_trial_id_from_study_id_trial_number(study_id, t.number))
-                ev = space.evaluate(samples_from_params(space, [t.params for t in pending]), len(pending))
-                attrs = trial_attrs(space, ev)
+                params = [t.params for t in pending]
+                objs, cons, attrs = (_score_points(space, params, keys) if scanner is None
+                                     else _score_shapes(space, scanner, params, keys))
                 for i, t in enumerate(pending):
                     for k in keys:
-                        t.set_constraint(k, float(ev.constraints[k][i]))
+                        t.set_constraint(k, cons[i][k])
                     for k, v in attrs[i].items():
                         t.set_user_attr(k, v)
-                    study.tell(t, ev.objectives[i].tolist())
+                    study.tell(t, objs[i])
                 done += len(pending)
                 pending = []
                 if on_batch is not None:
@@ -284,7 +367,7 @@ def _worker_main(job: dict[str, Any]) -> None:
         _quiet()
         _stop_when_orphaned(stop, job.get("parent"))
         try:
-            space = space_from_text(job["space_text"], job["space_where"])
+            space = with_unit(space_from_text(job["space_text"], job["space_where"]), job.get("unit"))
             sampler = make_sampler(job["sampler"], job["seed"], space.search.population_size, job.get("startup", 10))
             storage, study = open_study(space, job["spec"], job["study"], sampler=sampler, create=False)
             if stop.requested:
@@ -347,7 +430,8 @@ def _run_workers(space, spec, study, study_name, trials, sampler, seed, before, 
                 continue
             job = {"space_where": space.where, "space_text": space.text, "sampler": sampler,
                    "seed": derive_seed(seed, before, i + 1), "spec": spec, "study": study_name, "n": n,
-                   "batch": batch, "startup": tpe_startup(before + trials), "parent": os.getpid()}
+                   "batch": batch, "startup": tpe_startup(before + trials), "parent": os.getpid(),
+                   "unit": space.search.trial_unit}
             p = ctx.Process(target=_worker_main, args=(job,), name=f"explorer-sweep-{i}")
             p.start()
             procs.append(p)
@@ -418,6 +502,10 @@ def study_frame(space: SearchSpace, study: optuna.Study) -> tuple[pd.DataFrame, 
     if len(done) < len(complete):  # parameters lost with damaged journal lines (explorer.journal)
         states["COMPLETE"] -= len(complete) - len(done)
         states["DAMAGED"] = len(complete) - len(done)
+    if trial_unit(space) == "shape":  # every trial's shape re-scanned: its own front rows (explorer/shapes.py)
+        from explorer.shapes import shared_scanner
+
+        return shared_scanner(space).frame([t.params for t in done], [t.number for t in done]), states
     df = space.score(samples_from_params(space, [t.params for t in done]), len(done))
     df.insert(0, "trial", np.array([t.number for t in done], dtype=np.int64))
     return df, states

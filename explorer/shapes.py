@@ -40,7 +40,9 @@ SHAPE_ONLY = (101, 102, 103, 104, 105, 110, 111)
 MAX_POINTS = 200_000
 
 
-def _values(p) -> list:
+def discrete_values(p) -> list:
+    """The values a parameter takes on a grid (choices, int steps, stepped floats); [] for a float
+    range without a step."""
     if isinstance(p, Choice):
         return list(p.choices)
     if isinstance(p, IntRange) or (isinstance(p, FloatRange) and p.step):
@@ -61,14 +63,14 @@ def split(space: SearchSpace) -> tuple[list[str], list[str]]:
     deployment ladder).  A continuous deployment parameter (a float range without a step) cannot be
     enumerated and stays with the shape keys (it is sampled)."""
     keys = [k for k in space.searched if k != "batch"]
-    deploy = [k for k in keys if k in DEPLOY_KEYS + ("hardware",) and len(_values(space.params[k])) > 0]
+    deploy = [k for k in keys if k in DEPLOY_KEYS + ("hardware",) and len(discrete_values(space.params[k])) > 0]
     return [k for k in keys if k not in deploy], deploy
 
 
 def shape_mode_possible(space: SearchSpace) -> bool:
     """Whether trials can be shapes: some parameter to sample and some deployment to enumerate."""
     shape_keys, deploy = split(space)
-    has_batch = "batch" in space.searched and len(_values(space.params["batch"])) > 0
+    has_batch = "batch" in space.searched and len(discrete_values(space.params["batch"])) > 0
     return bool(shape_keys) and (bool(deploy) or has_batch)
 
 
@@ -92,10 +94,10 @@ class Scanner:
         self.space = space
         self.shape_keys, self.deploy_keys = split(space)
         n = space.search.scan_batches if batches is None else batches
-        full = (np.asarray(_values(space.params["batch"]), dtype=np.float64)
+        full = (np.asarray(discrete_values(space.params["batch"]), dtype=np.float64)
                 if "batch" in space.searched else np.zeros(0))
         self.batches = full if n == 0 else thin(full, n)
-        axes = [_values(space.params[k]) for k in self.deploy_keys]
+        axes = [discrete_values(space.params[k]) for k in self.deploy_keys]
         combos = list(product(*axes)) if axes else [()]
         nb = max(len(self.batches), 1)
         self.dep: dict[str, np.ndarray] = {}
@@ -198,3 +200,14 @@ class Scanner:
         assert len(df) == n
         df.insert(0, "trial", tr)
         return df
+
+
+_SHARED: list[Scanner] = []
+
+
+def shared_scanner(space: SearchSpace) -> Scanner:
+    """This process's scanner of ``space`` (the same object): the trial loop, the results table and
+    the refinement of one sweep scan each shape once.  One slot: another space replaces it."""
+    if not _SHARED or _SHARED[0].space is not space:
+        _SHARED[:] = [Scanner(space)]
+    return _SHARED[0]

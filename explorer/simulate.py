@@ -47,7 +47,12 @@ from explorer import speculative
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
-from explorer.costs.gemm import GemmCost, gemm_cost
+from explorer.costs.gemm import (
+    GemmCost,
+    gemm_cost,
+    gemm_cost_stacked,
+    use_fast_path,
+)
 from explorer.hardware import HardwareTable
 from explorer.model import (
     SHAPE_COLUMNS,
@@ -144,6 +149,7 @@ class _HW:
         self.moe_group = g("moe_group_s")
         self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
         self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
+        self.one_kind = bool(len(idx)) and bool(np.all(idx == idx[0]))  # one tile list: the compiled GEMMs
         self.per_seq = g("per_sequence_s")
         peaks = table.peak_matrix()  # [kinds, formats]
         self.peak = peaks[idx, compute_fmt.astype(np.int64)]
@@ -188,6 +194,16 @@ class _HW:
             # weight-only formats dequantize in the kernel: their compute runs at eta_dequant of the
             # plain GEMM's (the bf16 router and LM head are never weight-only)
             deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0)
+            if self.one_kind and use_fast_path(n):  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
+                planes = gemm_cost_stacked(
+                    cols, self.eta_c * (self.eta_moe if moe else 1.0) * deq, hbm_bw=self.hbm_bw, sms=self.sms,
+                    tiles_m=list((self.moe_tiles_m if moe else self.tiles_m)[0]),
+                    tiles_n=list((self.moe_tiles_n if moe else self.tiles_n)[0]), max_split_k=self.max_split_k,
+                    eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.kernel_latency_s,
+                    epilogue_exposed=self.kind.gemm_epilogue_exposed)
+                for row, i in enumerate(sel):
+                    out[i] = GemmCost(*planes[:, row])
+                continue
             g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
                           peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms,
                           tiles_m=self.moe_tiles_m if moe else self.tiles_m,
@@ -628,6 +644,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
 
         return serve(c, table, detail, simulate)
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
+    use_fast_path(idx.size)  # a large table loads the compiled GEMM kernel for its per-kind calls
     if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
         return _by_hardware(c, table, detail, idx)
     if idx.size > CHUNK_ROWS:  # bounded temporaries: large tables run in cache-friendly chunks
@@ -785,13 +802,23 @@ def _chunked(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, n:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
+def _pick(v, sel: np.ndarray):
+    """Rows ``sel`` of a design column; a broadcast constant (build_design's scalars) stays a view."""
+    if not np.ndim(v):
+        return v
+    a = np.asarray(v)
+    if a.ndim == 1 and a.strides[0] == 0 and len(a):
+        return np.broadcast_to(a[:1], (len(sel),))
+    return a[sel]
+
+
 def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, idx: np.ndarray):
     n = idx.size
     order = np.argsort(idx, kind="stable")
     cuts = np.flatnonzero(np.diff(idx[order])) + 1
     out: dict[str, np.ndarray] = {}
     for sel in np.split(order, cuts):
-        part = simulate({k: (np.asarray(v)[sel] if np.ndim(v) else v) for k, v in c.items()}, table, detail)
+        part = simulate({k: _pick(v, sel) for k, v in c.items()}, table, detail)
         for k, v in part.items():
             if k not in out:
                 out[k] = np.empty(n, dtype=v.dtype)

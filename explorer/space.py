@@ -80,6 +80,7 @@ from explorer.speculative import MAX_DRAFT_TOKENS, is_mtp_name
 # --------------------------------------------------------------------------------------------
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
+TRIAL_UNITS = ("point", "shape")
 DIRECTIONS = ("maximize", "minimize")
 #: Result columns that may be objectives (all numeric, all finite for every row).
 OBJECTIVE_COLUMNS = (
@@ -211,6 +212,11 @@ class SearchSettings:
     grid_sample: int = 20_000
     #: After a study, score every batch value of the front's designs (explorer/refine.py).
     refine_batch: bool = False
+    #: What one Optuna trial is: ``point`` (one design point) or ``shape`` (a model shape scored under
+    #: every deployment at once, explorer/shapes.py).
+    trial_unit: str = "point"
+    #: Shape trials: batch values per deployment in a shape's scan (thinned geometrically).
+    scan_batches: int = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -822,7 +828,7 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
     # search settings
     se = top.section("search", required=False)
     se.check_keys({"sampler", "trials", "seed", "population_size", "batch_trials", "hypervolume_reference",
-                   "refine_batch",
+                   "refine_batch", "trial_unit", "scan_batches",
                    "max_grid_points", "grid_sample"})
     defaults = SearchSettings()
     ref = None
@@ -842,6 +848,8 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
         max_grid_points=se.number("max_grid_points", defaults.max_grid_points, integer=True, min_value=1),
         grid_sample=se.number("grid_sample", defaults.grid_sample, integer=True, min_value=0),
         refine_batch=_flag(se, "refine_batch", defaults.refine_batch),
+        trial_unit=se.string("trial_unit", defaults.trial_unit, choices=set(TRIAL_UNITS)),
+        scan_batches=se.number("scan_batches", defaults.scan_batches, integer=True, min_value=2),
     )
     return SearchSpace(
         where=where, text=text, params=params, derived=tuple(derived), shape_search=shape_search,

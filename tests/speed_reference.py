@@ -1,6 +1,7 @@
 """Tables and columns of the frozen simulator reference (tests/data/speed_reference.npz), shared by
 tests/test_speed_equivalence.py and its generator (``python3 tests/speed_reference.py`` rewrites the
-file: only do that on purpose, when a formula changes).  The reference was computed before the
+file: only do that on purpose, when a formula changes; hardware and runtime figures come from the
+frozen copies in tests/data/reference_specs, so recalibrating the shipped files does not move it).  The reference was computed before the
 speed-ups of issue 12 item 1, so every later code path must reproduce it."""
 
 from __future__ import annotations
@@ -47,7 +48,26 @@ def tables() -> dict[str, dict]:
                       tp=rng.choice([1, 2, 4, 8], n), dp=rng.choice([1, 2], n), ep=rng.choice([1, 2, 4, 8], n),
                       pp=rng.choice([1, 2], n), draft_tokens=rng.integers(0, 4, n),
                       acceptance=rng.uniform(0.3, 0.9, n), latency_percentiles=1)
-    return out
+    return {k: _frozen_specs(v) for k, v in out.items()}
+
+
+#: Copies of hardware/*.yaml and runtimes/*.yaml as they were when the reference was computed: the
+#: reference tests the code, so a later `explorer calibrate --write` must not move it.
+SPECS = Path(__file__).resolve().parent / "data" / "reference_specs"
+
+
+def _frozen_specs(values: dict) -> dict:
+    """``values`` with hardware and runtime names replaced by the frozen copies' objects."""
+    from explorer.hardware import _load_file as load_hw
+    from explorer.runtime import _load_file as load_rt
+
+    n = max(np.size(x) for x in values.values())
+    hw = np.broadcast_to(np.asarray(values["hardware"], dtype=object), (n,))
+    kinds = {h: load_hw(SPECS / "hardware" / f"{h}.yaml") for h in set(hw.tolist())}
+    rt = np.broadcast_to(np.asarray(values.get("runtime", "trtllm"), dtype=object), (n,))
+    rts = {r: load_rt(SPECS / "runtimes" / f"{r}.yaml") for r in set(rt.tolist())}
+    return dict(values, hardware=np.array([kinds[h] for h in hw], dtype=object),
+                runtime=np.array([rts[r] for r in rt], dtype=object))
 
 
 def compute(detail: bool = True) -> dict[str, np.ndarray]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import speed_reference as R
 
+from explorer.costs.gemm import fast_path_available
 from explorer.design import build_design
 from explorer.simulate import COMPONENTS, simulate
 
@@ -38,9 +39,21 @@ def _close(name: str, k: str, got, want) -> None:
     assert not bad.any(), (name, k, int(bad.sum()), g[bad][:5], w[bad][:5])
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    """Both GEMM code paths: numpy's :func:`gemm_cost` (the reference) and the compiled kernel."""
+    if request.param == "numpy":
+        monkeypatch.setenv("EXPLORER_NUMBA", "0")
+    else:
+        monkeypatch.delenv("EXPLORER_NUMBA", raising=False)
+        if not fast_path_available():
+            pytest.skip("numba not installed: the compiled GEMM path is off")
+    return request.param
+
+
 @pytest.mark.parametrize("detail", [True, False])
 @pytest.mark.parametrize("name", ["random", "runtimes", "open", "spec", "mtp"])
-def test_matches_frozen_reference(reference, designs, name, detail):
+def test_matches_frozen_reference(reference, designs, name, detail, path):
     design, table = designs[name]
     res = simulate(design, table, detail=detail)
     for k in R.COLUMNS:
@@ -50,7 +63,7 @@ def test_matches_frozen_reference(reference, designs, name, detail):
         _close(name, k, res[k], reference[f"{name}/{k}"])
 
 
-def test_scalar_rows_match_the_grid(reference, designs):
+def test_scalar_rows_match_the_grid(reference, designs, path):
     """One-row calls (what api.evaluate runs) agree with the vectorized call, row by row."""
     design, table = designs["random"]
     rows = np.random.default_rng(3).choice(len(design["hidden"]), 40, replace=False)
@@ -58,3 +71,34 @@ def test_scalar_rows_match_the_grid(reference, designs):
         one = simulate({k: (np.asarray(v)[i:i + 1] if np.ndim(v) else v) for k, v in design.items()}, table)
         for k in R.COLUMNS:
             _close("random", k, one[k], reference[f"random/{k}"][i:i + 1])
+
+
+def test_compiled_gemms_equal_numpy_gemm_cost():
+    """The compiled kernel against numpy's gemm_cost on raw random GEMMs (memory envelope, split-K,
+    grouped, empty and epilogue cases), field by field."""
+    if not fast_path_available():
+        pytest.skip("numba not installed")
+    from explorer.costs.gemm import GEMM_FIELDS, gemm_cost, gemm_cost_stacked
+
+    rng = np.random.default_rng(5)
+    R, n = 4, 4000
+    M = np.where(rng.random((R, n)) < 0.1, 0.0, rng.uniform(0.0, 20000.0, (R, n)) ** rng.uniform(0.3, 1.0, (R, n)))
+    N, K = rng.integers(1, 30000, (R, n)).astype(float), rng.integers(1, 30000, (R, n)).astype(float)
+    G = np.where(rng.random((R, n)) < 0.5, 1.0, rng.uniform(0.0, 64.0, (R, n)))
+    ba, bw, bo = rng.choice([0.5, 1.0, 2.0], (3, R, n))
+    peak = rng.uniform(1e14, 5e15, (R, n))
+    eta_c = rng.uniform(0.5, 1.0, (R, n))
+    hbm, sms, msk, eta_m = rng.uniform(1e12, 8e12, n), rng.choice([108.0, 132.0, 148.0], n), \
+        rng.choice([1.0, 4.0, 16.0], n), rng.uniform(0.6, 0.95, n)
+    pow2 = ([128.0, 64.0, 256.0, 128.0], [128.0, 256.0, 128.0, 64.0])
+    other = ([96.0, 128.0, 64.0, 96.0], [128.0, 192.0, 64.0, 128.0])  # not powers of two, and a repeated tile
+    for epi, lat, (tms, tns) in ((0.0, 0.0, pow2), (0.7, 3e-6, pow2), (0.3, 1e-6, other)):
+        cols = np.stack([M, N, K, ba, bw, bo, G, peak])
+        got = gemm_cost_stacked(cols, eta_c, hbm_bw=hbm, sms=sms, tiles_m=tms, tiles_n=tns, max_split_k=msk,
+                                eta_m=eta_m, launch_s=1e-6, latency_s=lat, epilogue_exposed=epi)
+        want = gemm_cost(M, N, K, ba, bw, bo, peak_flops=peak, hbm_bw=hbm, sms=sms,
+                         tiles_m=np.broadcast_to(np.array(tms), (R, n, 4)),
+                         tiles_n=np.broadcast_to(np.array(tns), (R, n, 4)), max_split_k=msk, eta_c=eta_c,
+                         eta_m=eta_m, launch_s=1e-6, groups=G, latency_s=lat, epilogue_exposed=epi)
+        for j, f in enumerate(GEMM_FIELDS):
+            np.testing.assert_allclose(got[j], getattr(want, f), rtol=RTOL, atol=0.0, err_msg=f)

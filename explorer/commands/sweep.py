@@ -62,6 +62,9 @@ def register(sub) -> None:
     p.add_argument("--no-report", action="store_true", help="write the CSV only")
     p.add_argument("--measured", metavar="FILE",
                    help="measured serving curves (the shape of validation/fronts.yaml) drawn on the report's frontier")
+    p.add_argument("--trial-unit", choices=("shape", "point"),
+                   help="what one Optuna trial is: a model shape scored under every deployment at once, or one "
+                        "design point (default: the space's search.trial_unit; docs/sweeps.md)")
     p.add_argument("--no-refine", action="store_true",
                    help="skip the batch completion of the front's designs (search.refine_batch)")
     p.set_defaults(func=run)
@@ -71,6 +74,10 @@ def run(args) -> int:
     from explorer.space import load_space
 
     space = load_space(args.space)
+    if getattr(args, "trial_unit", None):
+        from explorer.search import with_unit
+
+        space = with_unit(space, args.trial_unit)
     sampler = args.sampler or space.search.sampler
     seed = space.search.seed if args.seed is None else args.seed
     trials = space.search.trials if args.trials is None else args.trials
@@ -117,8 +124,11 @@ def run(args) -> int:
                      progress=progress)
         df, states = study_frame(space, r.study)
         interrupted = r.interrupted
+        from explorer.search import trial_unit
+
         info = {"kind": "study", "storage": r.storage_desc, "before": r.trials_before, "run": r.trials_run,
-                "states": states, "seconds": r.seconds, "refined": 0}
+                "states": states, "seconds": r.seconds, "refined": 0, "unit": trial_unit(space),
+                "complete": int(states.get("COMPLETE", 0))}
         if space.search.refine_batch and not args.no_refine:
             import pandas as pd
 
@@ -251,8 +261,13 @@ def _finish(args, space, df, info, sampler, seed, study, out, interrupted) -> in
         # the convergence curve is over the study's own trials; refinement rows are not trials
         trial_rows = (df["source"] == "search").to_numpy() if "source" in df else np.ones(len(df), bool)
         masked = np.where(feas[trial_rows, None], vals[trial_rows], np.nan)
-        history = hypervolume_history(masked, space.directions, ref,
-                                      order=df["trial"].to_numpy()[trial_rows]).tolist()
+        order = df["trial"].to_numpy()[trial_rows]
+        curve = hypervolume_history(masked, space.directions, ref, order=order)
+        if info.get("unit") == "shape":  # several rows per trial: the curve after each whole trial
+            ordered = np.sort(order, kind="stable")
+            last = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True])
+            curve = curve[last]
+        history = curve.tolist()
     from explorer.decision import format_decision, space_decision
 
     decision = space_decision(space, df)  # None unless the space names a reference model (docs/quality.md)
@@ -335,7 +350,7 @@ def _meta(space, sampler, seed, study, info, rows, history, counts, hv) -> dict:
     else:
         meta["storage"] = info["storage"]
         refined = int(info.get("refined", 0))
-        meta["trials"] = rows - refined
+        meta["trials"] = info.get("complete", rows - refined)
         if refined:
             meta["refinement"] = (f"{refined} front points added by explorer/refine.py after the study "
                                   f"({info.get('refine_scored', refined):,} deployments and neighbouring shapes "
@@ -378,7 +393,9 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
         other = {k: v for k, v in st.items() if k != "COMPLETE"}
         refined = info.get("refined", 0)
         lines.append(f"sweep {study}: {info['run']} new trials ({sampler}, seed {seed}) in {info['seconds']:.1f} s; "
-                     f"the study holds {n - refined} complete trials"
+                     f"the study holds {info.get('complete', n - refined)} complete trials"
+                     + (f" of model shapes ({n - refined:,} rows: each shape's own front)"
+                        if info.get("unit") == "shape" else "")
                      + (f", plus {refined:,} front points from refining the front's designs "
                         f"({info.get('refine_scored', refined):,} scored)" if refined else "")
                      + (" (" + ", ".join(f"{v} {k.lower()}" for k, v in sorted(other.items())) + ")" if other else "")

@@ -39,7 +39,9 @@ staircase), and clock throttling.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -239,93 +241,15 @@ def gemm_cost(
 #: Fields of :class:`GemmCost`, in the order of the fast path's output planes.
 GEMM_FIELDS = ("time_s", "compute_s", "memory_s", "flops", "bytes", "tile_eff", "wave_eff", "tiles", "waves")
 
-_KERNEL = None
+_KERNEL: Any = None  # the numba kernel once loaded; False when it cannot be
 
 
-def _compile():
-    import numba
-
-    @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def _mem_time(m, g, k, n, ba, bw, bo, rm, sm_, tmn, sl, sms):
-        occ = min(1.0, max(sm_, np.ceil(max(m, 1e-9) / tmn)) * sl / sms)
-        return g * (ba * m * k + bw * k * n + bo * m * n) * rm / occ
-
-    @numba.njit(cache=True, nogil=True, error_model="numpy")
-    def kernel(M, N, K, BA, BW, BO, G, PEAK, ETA_C, hbm, sms_, msk, eta_m, tms, tns, latency, epi, launch, out):
-        R, n = M.shape
-        nt = tms.shape[0]
-        tm_min = tms[0]
-        for j in range(1, nt):
-            tm_min = min(tm_min, tms[j])
-        for r in range(R):
-            for i in range(n):
-                m, nn, k, g = M[r, i], N[r, i], K[r, i], G[r, i]
-                if not (m > 0 and g > 0):
-                    out[0, r, i] = 0.0
-                    out[1, r, i] = 0.0
-                    out[2, r, i] = 0.0
-                    out[3, r, i] = 0.0
-                    out[4, r, i] = 0.0
-                    out[5, r, i] = 1.0
-                    out[6, r, i] = 1.0
-                    out[7, r, i] = 0.0
-                    out[8, r, i] = 0.0
-                    continue
-                ba, bw, bo = BA[r, i], BW[r, i], BO[r, i]
-                sms = sms_[i]
-                flops = 2.0 * m * nn * k * g
-                base_bytes = g * (ba * m * k + bw * k * nn + bo * m * nn)
-                mc = np.ceil(max(m, 1e-9))
-                nc = np.ceil(nn)
-                ksc = max(1.0, min(msk[i], np.floor(k / MIN_K_PER_SPLIT)))
-                rate_c = 2.0 / (PEAK[r, i] * ETA_C[r, i])
-                rate_m = 1.0 / (hbm[i] * eta_m[i])
-                slices = max(g * np.ceil(nc / MEM_SLICE_N), 1e-9)
-                s_m = min(max(np.ceil(sms / slices), 1.0), ksc)
-                memory_s = base_bytes * rate_m
-                if slices * s_m < sms:
-                    env = _mem_time(m, g, k, nn, ba, bw, bo, rate_m, s_m, tm_min, slices, sms)
-                    k_now = np.ceil(np.ceil(max(m, 1e-9)) / tm_min)
-                    env = min(env, _mem_time(k_now * tm_min + 1.0, g, k, nn, ba, bw, bo, rate_m, s_m, tm_min,
-                                             slices, sms))
-                    for q in range(3):
-                        blocks = s_m if q == 0 else (np.floor(sms / slices) if q == 1 else np.ceil(sms / slices))
-                        mm = max(m, (blocks - 1.0) * tm_min + 1.0)
-                        env = min(env, _mem_time(mm, g, k, nn, ba, bw, bo, rate_m, s_m, tm_min, slices, sms))
-                    memory_s = env
-                compute_base = sms * k * rate_c
-                best_c = 0.0
-                best_tiles = best_units = best_waves = best_tm = best_tn = 0.0
-                for j in range(nt):
-                    tm, tn = tms[j], tns[j]
-                    tiles = np.ceil(nc / tn) * g * np.ceil(mc / tm)
-                    tiles = max(tiles, 1e-9)
-                    s = np.floor(sms / tiles)
-                    s = max(s, 1.0)
-                    s = min(s, ksc)
-                    units = tiles * s
-                    waves = np.ceil(units / sms)
-                    c = waves / s
-                    c = c * compute_base
-                    c = c * (tm * tn)
-                    if j == 0 or c < best_c:
-                        best_c, best_tiles, best_units, best_waves, best_tm, best_tn = c, tiles, units, waves, tm, tn
-                if epi > 0:
-                    t = max(best_c + epi * (g * bo * m * nn * rate_m), memory_s)
-                else:
-                    t = max(best_c, memory_s)
-                t = t + latency
-                out[0, r, i] = t + launch
-                out[1, r, i] = best_c
-                out[2, r, i] = memory_s
-                out[3, r, i] = flops
-                out[4, r, i] = base_bytes
-                out[5, r, i] = g * m * nn / max(best_tiles * best_tm * best_tn, 1e-30)
-                out[6, r, i] = best_units / (best_waves * sms)
-                out[7, r, i] = best_tiles
-                out[8, r, i] = best_waves
-
-    return kernel
+#: Smallest call (rows of one hardware kind) that takes the compiled kernel once it is loaded.
+FAST_PATH_MIN_ROWS = 64
+#: Smallest call that loads it: importing numba and its cached kernel costs ~0.7 s per process (1.6 s
+#: the first time, compiling), what ~10^5 rows save -- so a one-row ``explorer evaluate`` stays on
+#: numpy.  Results are the same either way.
+FAST_PATH_LOAD_ROWS = 20_000
 
 
 def fast_path_available() -> bool:
@@ -338,10 +262,24 @@ def fast_path_available() -> bool:
         return False
     if _KERNEL is None:
         try:
-            _KERNEL = _compile()
-        except ImportError:
+            from explorer.costs._gemm_numba import kernel
+
+            _KERNEL = kernel
+        except Exception:  # numba missing or unusable here: the numpy path (same results)
             _KERNEL = False
     return _KERNEL is not False
+
+
+def use_fast_path(rows: int) -> bool:
+    """Whether a call of ``rows`` rows (one hardware kind) should take the compiled kernel: numba is
+    installed and enabled, the call is not tiny, and the kernel is loaded or worth loading."""
+    import os
+
+    if os.environ.get("EXPLORER_NUMBA", "1") == "0" or rows < FAST_PATH_MIN_ROWS:
+        return False
+    if _KERNEL is None and rows < FAST_PATH_LOAD_ROWS:
+        return False
+    return fast_path_available()
 
 
 def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray, sms: np.ndarray,
@@ -352,10 +290,15 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     the hardware columns ``(n,)`` and one tile list.  Returns ``(9, R, n)``: the planes of
     :data:`GEMM_FIELDS`.  Call only when :func:`fast_path_available`."""
     assert _KERNEL
+    pairs = list(dict.fromkeys(zip(tiles_m, tiles_n, strict=True)))  # a repeated tile never wins (first of equals)
+    tiles_m, tiles_n = [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
     R, n = cols.shape[1], cols.shape[2]
+    pow2 = all(x > 0 and math.frexp(x)[0] == 0.5 for x in tiles_m + tiles_n)
     out = np.empty((9, R, n))
-    _KERNEL(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7],
-            np.ascontiguousarray(np.broadcast_to(eta_c, (R, n))), hbm_bw, sms, max_split_k, eta_m,
+    rate_c = 2.0 / (cols[7] * np.broadcast_to(eta_c, (R, n)))  # the same expressions as gemm_cost
+    rate_m = 1.0 / (np.broadcast_to(hbm_bw, (n,)) * eta_m)
+    _KERNEL(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], np.ascontiguousarray(rate_c),
+            np.ascontiguousarray(np.broadcast_to(rate_m, (n,))), sms, max_split_k,
             np.asarray(tiles_m, dtype=np.float64), np.asarray(tiles_n, dtype=np.float64),
-            float(latency_s), float(epilogue_exposed), float(launch_s), out)
+            float(latency_s), float(epilogue_exposed), float(launch_s), pow2, out)
     return out
