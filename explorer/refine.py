@@ -31,8 +31,8 @@ import pandas as pd
 
 from explorer.frontier import front_table
 from explorer.shapes import discrete_values as _values
-from explorer.shapes import shape_mode_possible, shared_scanner
-from explorer.space import DEPLOY_KEYS, SearchSpace
+from explorer.shapes import shape_mode_possible, shared_scanner, split, thin
+from explorer.space import SearchSpace
 
 #: Most rows one round adds (bounded time and memory: about 1 s per 200k rows).
 MAX_ROWS = 200_000
@@ -47,33 +47,18 @@ def batch_values(space: SearchSpace) -> np.ndarray:
     return np.asarray(_values(space.params["batch"]), dtype=np.float64) if "batch" in space.params else np.zeros(0)
 
 
-def _thin(values: np.ndarray, n: int) -> np.ndarray:
-    """At most ``n`` of sorted ``values``, geometrically spaced, ends kept."""
-    if len(values) <= n:
-        return values
-    idx = np.unique(np.round(np.geomspace(1, len(values), max(2, n))).astype(int) - 1)
-    return values[idx]
-
-
-def _split(space: SearchSpace) -> tuple[list[str], list[str]]:
-    """(shape keys, deployment keys) among the searched parameters."""
-    keys = [k for k in space.searched if k != "batch"]
-    deploy = [k for k in keys if k in DEPLOY_KEYS + ("hardware",) and len(_values(space.params[k])) > 0]
-    return [k for k in keys if k not in deploy], deploy
-
-
 def _empty(df: pd.DataFrame) -> pd.DataFrame:
     return df.iloc[0:0].assign(source=pd.Series(dtype=object))
 
 
 def complete_shapes(space: SearchSpace, shapes: pd.DataFrame) -> pd.DataFrame:
     """Score every deployment combination of each row of ``shapes`` (columns: the shape keys)."""
-    shape_keys, deploy = _split(space)
+    shape_keys, deploy = split(space)
     if not len(shapes):
         return pd.DataFrame()
     grids = [_values(space.params[k]) for k in deploy]
     n_dep = int(np.prod([len(g) for g in grids])) if grids else 1
-    batches = _thin(batch_values(space), max(2, MAX_ROWS // (len(shapes) * n_dep)))
+    batches = thin(batch_values(space), max(2, MAX_ROWS // (len(shapes) * n_dep)))
     base = shapes.reset_index(drop=True)
     mesh = np.meshgrid(*[np.arange(len(g)) for g in grids], indexing="ij") if grids else []
     n_b = max(len(batches), 1)
@@ -96,7 +81,7 @@ def batch_windows(space: SearchSpace, front: pd.DataFrame, ladder: int | None = 
     if len(full) < 3 or not len(front):
         return _empty(front)
     keys = [k for k in space.searched if k != "batch"]
-    coarse = _thin(full, min(space.search.scan_batches if ladder is None else ladder, len(full)))
+    coarse = thin(full, min(space.search.scan_batches if ladder is None else ladder, len(full)))
     ratio = float(np.max(coarse[1:] / coarse[:-1])) if len(coarse) > 1 else 1.0
     if ratio <= 1.0:
         return _empty(front)
@@ -147,7 +132,7 @@ def _neighbours(space: SearchSpace, shapes: pd.DataFrame, pairs: bool = False) -
     """Shapes one step away from each row of ``shapes`` along one searched shape parameter (and,
     with ``pairs``, also those one step along one parameter and up to two along another: a capacity
     band often admits a wider layer only with a narrower MLP or fewer layers)."""
-    shape_keys, _ = _split(space)
+    shape_keys, _ = split(space)
     parts = [_neighbours_along(space, shapes, k) for k in shape_keys]
     one = pd.concat(parts, ignore_index=True) if parts else shapes.iloc[0:0]
     if not pairs or not len(one):
@@ -168,7 +153,7 @@ def _shape_polish(space: SearchSpace, df: pd.DataFrame, shapes: pd.DataFrame,
     outside the band cost one probe each; rounds while new shapes reach the front (at most
     :data:`SHAPE_POLISH_ROUNDS`), then complete the final front's shapes on the full ladder.
     Returns the parts and the points scanned (a scan keeps only each shape's own front)."""
-    shape_keys, _ = _split(space)
+    shape_keys, _ = split(space)
     scanner = shared_scanner(space)
     parts: list[pd.DataFrame] = []
     scanned = 0
@@ -199,7 +184,7 @@ def batch_completion(space: SearchSpace, df: pd.DataFrame, polish: bool = True) 
     """Rows of deployment completion (and, with ``polish``, shape polish) for the front of ``df``,
     without the points ``df`` already holds, numbered after its last trial."""
     keys = list(space.searched)
-    shape_keys, deploy = _split(space)
+    shape_keys, deploy = split(space)
     if not len(df) or not df["feasible"].any() or (len(batch_values(space)) == 0 and not deploy):
         return _empty(df)
     front = df[front_table(df, space.objectives, "feasible").to_numpy()]

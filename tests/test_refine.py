@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from test_space import space_from
 
+from explorer import shapes as shape_trials
 from explorer.cli import main
 from explorer.errors import SpecError
 from explorer.frontier import front_table
@@ -41,7 +42,7 @@ def test_completion_scores_every_deployment_and_keeps_the_front(space, monkeypat
 
     monkeypatch.setattr(refine, "complete_shapes", spy)
     extra = batch_completion(space, df, polish=False)
-    shape_keys, deploy = refine._split(space)
+    shape_keys, deploy = shape_trials.split(space)
     front = df[front_table(df, space.objectives, "feasible").to_numpy()]
     n_shapes = len(front[shape_keys].drop_duplicates())
     axes = dict(space.grid_axes())
@@ -76,7 +77,7 @@ def test_fixed_batch_still_completes_the_other_deployment_knobs(tmp_path):
 
     fixed = load_space(space_from(tmp_path, {"deployment.batch": 8}, name="f.yaml"))
     df = scored(fixed, 30)
-    shape_keys, deploy = refine._split(fixed)
+    shape_keys, deploy = shape_trials.split(fixed)
     assert deploy, "the test space searches deployment knobs"
     front = df[front_table(df, fixed.objectives, "feasible").to_numpy()]
     shapes = front[shape_keys].drop_duplicates()
@@ -90,7 +91,7 @@ def test_polish_steps_one_parameter_one_notch():
     import explorer.refine as refine
 
     sp = load_space("search_spaces/quick.yaml")
-    shape_keys, _ = refine._split(sp)
+    shape_keys, _ = shape_trials.split(sp)
     base = pd.DataFrame([{k: dict(sp.grid_axes())[k][1] for k in shape_keys}])
     nb = refine._neighbours(sp, base)
     diff = (nb[shape_keys].to_numpy() != base[shape_keys].to_numpy()).sum(axis=1)

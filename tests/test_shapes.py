@@ -13,7 +13,7 @@ from test_sweep_cli import journal_trials, sweep
 from explorer.errors import SpecError
 from explorer.frontier import front_table, hypervolume
 from explorer.search import distributions, open_study, optimize, study_frame, trial_unit, with_unit
-from explorer.shapes import Scanner, split
+from explorer.shapes import Scanner, split, thin
 from explorer.space import load_space
 from explorer.storage import StorageSpec, storage_spec
 
@@ -140,7 +140,7 @@ def test_polish_after_shape_trials_moves_two_parameters_and_fills_batch_windows(
     front = df[front_table(df, space.objectives, "feasible").to_numpy()].head(3)
     win = refine.batch_windows(space, front)
     full = refine.batch_values(space)
-    ratio = max(np.diff(np.log(refine._thin(full, space.search.scan_batches)))) + 1e-9
+    ratio = max(np.diff(np.log(thin(full, space.search.scan_batches)))) + 1e-9
     for _, r in win.iterrows():
         near = front[(front[["hidden", "ffn", "layers", "precision", "tp"]] == r[
             ["hidden", "ffn", "layers", "precision", "tp"]]).all(axis=1)]
