@@ -12,10 +12,13 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
   (what ``explorer evaluate`` runs) per call.
 * ``--profile``: cProfile of ``simulate`` on 200,000 rows, top functions by own time.
 * today's code against its baseline, in the same run: every vectorized rate is also measured for
-  the numpy-only path (``EXPLORER_NUMBA=0``: the compiled GEMM kernel of explorer/costs/gemm.py
-  off), which is the simulator as it ran before the speed-ups of issue 12 item 1 (same numpy
-  code; measured in the session that added the kernel: a frozen copy of the old simulator and the
-  numpy-only path ran within noise of each other); ``--no-baseline`` skips it.
+  the numpy-only path without reuse (``EXPLORER_NUMBA=0``: the compiled GEMM kernel of
+  explorer/costs/gemm.py off; ``EXPLORER_REUSE=0``: every closed-loop pass recosts every GEMM),
+  which is the simulator as it ran before the speed-ups of issue 12 item 1 (same numpy code;
+  measured in the session that added the kernel: a frozen copy of the old simulator and the
+  numpy-only path ran within noise of each other; one later speed-up has no switch and is in the
+  baseline too: a table of several hardware kinds is gathered into kind order once, not once per
+  kind, which made the random mix ~1.15x faster); ``--no-baseline`` skips it.
 """
 
 from __future__ import annotations
@@ -101,17 +104,22 @@ def bench_vectorized(design: dict, table, chunk: int, detail: bool, fn=simulate)
 
 
 class numpy_only:
-    """Today's code with the compiled GEMM kernel off (EXPLORER_NUMBA=0)."""
+    """Today's code with its speed-ups off: the compiled GEMM kernel (EXPLORER_NUMBA=0) and the GEMM
+    costs carried between closed-loop passes (EXPLORER_REUSE=0)."""
+
+    SWITCHES = ("EXPLORER_NUMBA", "EXPLORER_REUSE")
 
     def __enter__(self):
-        self.old = os.environ.get("EXPLORER_NUMBA")
-        os.environ["EXPLORER_NUMBA"] = "0"
+        self.old = {k: os.environ.get(k) for k in self.SWITCHES}
+        for k in self.SWITCHES:
+            os.environ[k] = "0"
 
     def __exit__(self, *exc):
-        if self.old is None:
-            del os.environ["EXPLORER_NUMBA"]
-        else:
-            os.environ["EXPLORER_NUMBA"] = self.old
+        for k, v in self.old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def rates(design: dict, table, args, label: str, best: dict, key) -> None:
@@ -125,7 +133,7 @@ def rates(design: dict, table, args, label: str, best: dict, key) -> None:
             with numpy_only():
                 t_0 = min(bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats))
             best[(key, detail, "baseline")] = t_0
-            line += f"  | baseline (numpy-only path, as before issue 12) {n / t_0:,.0f}  -> {t_0 / t:.2f}x the baseline"
+            line += f"  | baseline (numpy-only path, no reuse) {n / t_0:,.0f}  -> {t_0 / t:.2f}x the baseline"
         print(line)
 
 

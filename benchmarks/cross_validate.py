@@ -38,7 +38,7 @@ def main() -> None:
     curves: dict[str, dict[str, list[float]]] = {}
     for cid, e in errs.items():
         c = by_id[cid]
-        g = f"curve {c.metric}" if c.kind == "curve" else ("mlperf offline" if c.regime.startswith("mlperf") else "point")
+        g = f"curve {c.metric}" if c.kind == "curve" else (c.regime if c.regime.startswith("mlperf") else "point")
         groups.setdefault(g, []).append(e)
         if c.kind == "curve":
             groups.setdefault(f"curve {c.metric} {c.family}", []).append(e)

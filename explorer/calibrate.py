@@ -92,13 +92,20 @@ def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
 
 
 def fixed_system_cases(cases: list[Case]) -> list[Case]:
-    """MLPerf Offline rows as calibration cases: each system row's deployment is fixed at the split
-    the current hardware and runtime files choose (explorer/systems.py), so the fit scores it as one
-    saturated point like the others (the split search per candidate factor set would cost ~100x).
-    Server and Interactive rows (latency-limited: a rate search per evaluation) stay out of the fit
-    and are validated only -- they are held out by construction."""
+    """MLPerf rows as calibration cases, each at one design point the fit can score in the one
+    vectorized call (a split search per candidate factor set would cost ~100x):
+
+    * Offline rows: the deployment fixed at the split the current hardware and runtime files choose
+      (explorer/systems.py), scored as a saturated point like the others;
+    * the mean TPOT / TTFT of Server and Interactive runs (explorer/mlperf_latency.py): open loop at
+      the run's measured rate, on the split the row's own (latency-limited) prediction chooses.
+
+    The Server/Interactive throughput rows themselves (a rate search per evaluation) and the p99
+    latency cases stay out of the fit and are validated only -- held out by construction."""
+    from explorer.mlperf_latency import FITTED_SCENARIOS, FITTED_STATS, operating_values
     from explorer.validate import _predict_system
 
+    by_id = {c.id: c for c in cases if c.kind == "system"}
     for c in cases:
         if not (c.supported and c.kind == "system" and c.saturated):
             continue
@@ -109,6 +116,22 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
         c.values = {k: v for k, v in c.values.items() if k not in ("tp_open", "ttft_limit_ms", "tpot_limit_ms")}
         c.values.update(tp=t, ep=e, dp=dp)
         c.kind = "inference"
+    predicted: set[str] = set()
+    for c in cases:
+        if not (c.supported and c.kind == "system_latency" and c.id.rsplit(":", 1)[1] in FITTED_STATS
+                and c.regime.startswith(FITTED_SCENARIOS)):
+            continue
+        parent = by_id.get(c.parent)
+        if parent is None:
+            continue
+        rt = load_runtime(c.values.get("runtime") or "mlperf")
+        if parent.id not in predicted:  # the parent's split (the rate search runs once per row)
+            _predict_system(parent, load_hardware(parent.hardware), rt)
+            predicted.add(parent.id)
+        v = operating_values(c, parent, rt)
+        if v is None:
+            continue
+        c.values, c.kind = v, "inference"
     return cases
 
 
@@ -123,8 +146,8 @@ def _split_of(note: str) -> tuple[int, int, int]:
 def _group(c: Case) -> str:
     if c.kind == "curve":
         return f"curve:{c.metric}"
-    if c.regime.startswith("mlperf"):
-        return "mlperf"
+    if c.regime.startswith("mlperf"):  # Offline throughput, and the Server/Interactive latency means
+        return "mlperf_latency" if c.id.rsplit(":", 1)[-1] in ("tpot_mean", "ttft_mean") else "mlperf"
     if c.kind in SERVED_KINDS:
         return "point"
     return "kernel"
@@ -199,7 +222,8 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     files = [measurements] if isinstance(measurements, str | Path) else list(measurements)
     hw0 = prior_hardware(load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware)
     all_cases = cases if cases is not None else load_all_cases(files)
-    mine = [c for c in all_cases if c.supported and c.hardware == hw0.name and c.kind != "system"]
+    mine = [c for c in all_cases
+            if c.supported and c.hardware == hw0.name and c.kind not in ("system", "system_latency")]
     if not mine:
         raise SpecError(", ".join(str(f) for f in files), None,
                         f"no supported case on hardware '{hw0.name}' to calibrate on")
@@ -431,14 +455,22 @@ def format_fit(fit: Fit) -> str:
 
 
 def holdout_groups(cases: list[Case]) -> dict[str, list[int]]:
-    """Units left out together: every case of one curve; one measurement point; kernels are not
-    held out here (their own leave-one-out is in explorer.kernel_fit)."""
+    """Units left out together: every case of one curve; one measurement point (an MLPerf run: its
+    throughput row with the latency means calibration fits); kernels are not held out here (their
+    own leave-one-out is in explorer.kernel_fit)."""
     groups: dict[str, list[int]] = {}
+    fitted_parents = {c.parent for c in cases if c.supported and c.parent and c.kind in SERVED_KINDS}
     for i, c in enumerate(cases):
         if not c.supported:
             continue
-        if c.kind == "curve":
+        if c.kind == "system" and c.id in fitted_parents:
+            # an MLPerf Server/Interactive row whose latency means are fitted: the row and its means
+            # leave together, so its throughput is predicted from a fit that never saw its run
+            groups.setdefault(f"point:{c.id}", []).append(i)
+        elif c.kind == "curve":
             groups.setdefault(f"curve:{c.curve}", []).append(i)
+        elif c.parent in fitted_parents:  # the rest of that run (explorer/mlperf_latency.py)
+            groups.setdefault(f"point:{c.parent}", []).append(i)
         elif c.kind in SERVED_KINDS:
             groups.setdefault(f"point:{c.id}", []).append(i)
     return groups

@@ -4,8 +4,10 @@
 A scan is a list of half-open flat-index ranges ``(start, stop)`` of one space and a module-level
 function ``fn(space, start, stop)`` (the exhaustive grid's is :func:`explorer.grid._score_chunk`).
 :func:`map_chunks` returns ``fn``'s results **in range order** on every backend, so whatever the
-caller merges from them is identical across backends and worker counts.  Every backend rebuilds
-the space from its YAML text (:func:`explorer.space.space_from_text`) and runs the same ``fn``.
+caller merges from them is identical across backends and worker counts; with ``ordered=False`` it
+yields ``(range number, result)`` as each range finishes (the grid keeps every finished range in its
+checkpoint at once, and merges in range order itself).  Every backend rebuilds the space from its
+YAML text (:func:`explorer.space.space_from_text`) and runs the same ``fn``.
 
 The Dask backend (:class:`DaskCluster`):
 
@@ -14,7 +16,7 @@ The Dask backend (:class:`DaskCluster`):
   scores one range at a time (50,000 points, about 0.3-0.5 GB of numpy temporaries), so a worker's
   memory is bounded by its threads, not by the grid.
 * **the same answer.**  Before the first range, every worker is probed (:func:`_probe`): it must run
-  the same explorer code (a hash of the package's files) and score the space's first points
+  the same explorer code (a hash of the package's files) and score the first range's first points
   bit-for-bit like this machine (same numpy, same hardware files at the same absolute paths).
   A worker that cannot is named in a one-line error.
 * **failures.**  A range whose worker dies is re-run elsewhere by the scheduler (Dask's
@@ -150,10 +152,10 @@ def _result_hash(result: Any) -> str:
     return hashlib.sha256(pickle.dumps(result, protocol=5)).hexdigest()[:16]
 
 
-def _probe(src: _Source, fn: ChunkFn, stop: int) -> dict[str, str]:
-    """Run on every worker: its code hash and the hash of ``fn`` over the first ``stop`` points."""
+def _probe(src: _Source, fn: ChunkFn, start: int, stop: int) -> dict[str, str]:
+    """Run on every worker: its code hash and the hash of ``fn`` over the points ``start..stop``."""
     try:
-        return {"code": code_fingerprint(), "result": _result_hash(fn(_space_of(src), 0, stop))}
+        return {"code": code_fingerprint(), "result": _result_hash(fn(_space_of(src), start, stop))}
     except Exception as e:  # reported by name, one line
         return {"code": code_fingerprint(), "error": f"{type(e).__name__}: {e}"}
 
@@ -261,16 +263,18 @@ class DaskCluster:
                                                f"({first}); install this checkout where the scheduler and every "
                                                "worker run (pip install -e '.[cluster]')") from None
 
-    def check(self, space: SearchSpace, fn: ChunkFn, total: int) -> _Source:
-        """Probe the scheduler and every worker (see the module docstring); the space's source when
-        they all pass.  The scheduler unpickles every task, so it imports explorer too."""
+    def check(self, space: SearchSpace, fn: ChunkFn, total: int, start: int = 0) -> _Source:
+        """Probe the scheduler and every worker (see the module docstring) on the points from
+        ``start`` (at most PROBE_POINTS, not past ``total``); the space's source when they all pass.
+        The scheduler unpickles every task, so it imports explorer too."""
         src = _source(space)
-        stop = min(total, PROBE_POINTS)
-        mine = _probe(src, fn, stop)
+        start = max(0, min(start, total - 1))
+        stop = min(total, start + PROBE_POINTS)
+        mine = _probe(src, fn, start, stop)
         if "error" in mine:  # pragma: no cover - the caller scored this space already
             raise SpecError(space.where, None, mine["error"])
         self._ask("scheduler", lambda: self.client.run_on_scheduler(code_fingerprint))  # importable there
-        theirs = self._ask("workers", lambda: self.client.run(_probe, src, fn, stop))
+        theirs = self._ask("workers", lambda: self.client.run(_probe, src, fn, start, stop))
         for worker, got in sorted(theirs.items()):
             if got["code"] != mine["code"]:
                 raise SpecError("--cluster", None, f"worker {worker} runs other explorer code (files hash "
@@ -286,36 +290,64 @@ class DaskCluster:
                                                    "match --workers")
         return src
 
-    def map(self, fn: ChunkFn, space: SearchSpace, bounds: list[tuple[int, int]]) -> Iterator[Any]:
-        """``fn(space, a, b)`` for every range, results in range order, a bounded window in flight."""
+    def map(self, fn: ChunkFn, space: SearchSpace, bounds: list[tuple[int, int]],
+            ordered: bool = True) -> Iterator[Any]:
+        """``fn(space, a, b)`` for every range, a bounded window in flight: results in range order, or
+        with ``ordered=False`` ``(range number, result)`` as they finish.  The probe scores the
+        first range's first points."""
         distributed = _import_distributed()
         if not bounds:
             return
-        src = self.client.scatter(self.check(space, fn, bounds[-1][1]), broadcast=True, hash=False)
+        src = self.client.scatter(self.check(space, fn, bounds[0][1], bounds[0][0]), broadcast=True, hash=False)
         run = uuid.uuid4().hex[:8]
         pending: dict[int, Any] = {}
         nxt = 0
         window = WINDOW_PER_THREAD * self.threads()
+
+        def submit() -> None:
+            nonlocal nxt
+            a, b = bounds[nxt]
+            pending[nxt] = self.client.submit(_dask_chunk, fn, src, a, b, key=f"explorer-{run}-{nxt}", pure=False)
+            nxt += 1
+
+        def result(i: int, fut: Any) -> Any:
+            try:
+                return fut.result()
+            except distributed.KilledWorker as e:
+                a, b = bounds[i]
+                raise SpecError("--cluster", None, f"points {a:,}..{b:,} killed their workers too often "
+                                                   f"({e}); check the workers' logs (memory limit?)") from None
+            except (OSError, distributed.comm.CommClosedError) as e:
+                raise SpecError("--cluster", None, f"lost the Dask scheduler at '{_shown(self.spec.url)}' "
+                                                   f"({type(e).__name__}); nothing was written") from None
+
         try:
-            for i in range(len(bounds)):
-                while nxt < len(bounds) and nxt - i < window:
-                    a, b = bounds[nxt]
-                    pending[nxt] = self.client.submit(_dask_chunk, fn, src, a, b, key=f"explorer-{run}-{nxt}",
-                                                      pure=False)
-                    nxt += 1
-                fut = pending.pop(i)
-                try:
-                    yield fut.result()
-                except distributed.KilledWorker as e:
-                    a, b = bounds[i]
-                    raise SpecError("--cluster", None, f"points {a:,}..{b:,} killed their workers too often "
-                                                       f"({e}); check the workers' logs (memory limit?)") from None
-                except (OSError, distributed.comm.CommClosedError) as e:
-                    raise SpecError("--cluster", None, f"lost the Dask scheduler at '{_shown(self.spec.url)}' "
-                                                       f"({type(e).__name__}); nothing was written") from None
+            if ordered:
+                for i in range(len(bounds)):
+                    while nxt < len(bounds) and nxt - i < window:
+                        submit()
+                    yield result(i, pending.pop(i))
+                    if i % 128 == 127:  # workers may have joined or left
+                        window = WINDOW_PER_THREAD * self.threads()
+                return
+            number: dict[str, int] = {}
+            ready = distributed.as_completed(loop=self.client.loop)  # no default client is set
+
+            def top_up() -> None:
+                while nxt < len(bounds) and len(pending) < window:
+                    submit()
+                    number[pending[nxt - 1].key] = nxt - 1
+                    ready.add(pending[nxt - 1])
+
+            top_up()
+            for finished, fut in enumerate(ready, 1):
+                i = number.pop(fut.key)
+                del pending[i]
+                yield i, result(i, fut)
                 del fut
-                if i % 128 == 127:  # workers may have joined or left
+                if finished % 128 == 0:  # workers may have joined or left
                     window = WINDOW_PER_THREAD * self.threads()
+                top_up()
         finally:
             if pending:
                 self.client.cancel(list(pending.values()))
@@ -339,17 +371,26 @@ def _local_chunk(fn: ChunkFn, bounds: tuple[int, int]):
     return fn(_WORKER_SPACE, *bounds)
 
 
+def _local_numbered(fn: ChunkFn, job: tuple[int, tuple[int, int]]):
+    assert _WORKER_SPACE is not None
+    return job[0], fn(_WORKER_SPACE, *job[1])
+
+
 def map_chunks(fn: ChunkFn, space: SearchSpace, bounds: list[tuple[int, int]], *, workers: int = 1,
-               cluster: ClusterSpec | None = None) -> Generator[Any, None, None]:
-    """``fn(space, a, b)`` for every range of ``bounds``, in range order: on the Dask scheduler
-    ``cluster``, else on ``workers`` spawned local processes, else in this process."""
+               cluster: ClusterSpec | None = None, ordered: bool = True) -> Generator[Any, None, None]:
+    """``fn(space, a, b)`` for every range of ``bounds``: on the Dask scheduler ``cluster``, else on
+    ``workers`` spawned local processes, else in this process.  In range order, or with
+    ``ordered=False`` ``(range number, result)`` pairs as the ranges finish."""
     if cluster is not None:
         with DaskCluster(cluster) as c:
-            yield from c.map(fn, space, bounds)
+            yield from c.map(fn, space, bounds, ordered=ordered)
     elif workers > 1 and len(bounds) > 1:
         ctx = mp.get_context("spawn")
         with ctx.Pool(min(workers, len(bounds)), initializer=_init_worker, initargs=(space.text, space.where)) as pool:
-            yield from pool.imap(functools.partial(_local_chunk, fn), bounds)
+            if ordered:
+                yield from pool.imap(functools.partial(_local_chunk, fn), bounds)
+            else:
+                yield from pool.imap_unordered(functools.partial(_local_numbered, fn), enumerate(bounds))
     else:
-        for a, b in bounds:
-            yield fn(space, a, b)
+        for i, (a, b) in enumerate(bounds):
+            yield fn(space, a, b) if ordered else (i, fn(space, a, b))

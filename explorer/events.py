@@ -9,9 +9,11 @@ It steps the same engine the simulator costs (step times from
 * scheduler: prompts wait first-come first-served; a prompt may start only while fewer than
   ``b_cap`` requests are running (KV cache / maximum running requests);
 * chunked prefill: **mixed** runtimes (TensorRT-LLM, vLLM) put up to the step's token budget of
-  waiting prompt tokens into each decode step, which then costs ``T_dec(b) + q * c(b)`` for ``q``
+  waiting prompt tokens into each decode step, which then costs ``T_dec(b) + x(b, q)`` for ``q``
   prompt tokens; **separate** runtimes (SGLang) run a prefill step of up to the budget
-  (``q * c(b)``) whenever prompts wait, and the decoders wait for it;
+  (``x(b, q)``) whenever prompts wait, and the decoders wait for it.  ``x`` is the profile's chunk
+  cost over batch and chunk size (interpolated in both; linear in ``q`` below one prompt's
+  tokens), so a small chunk in a memory-bound step costs what the simulator says it costs;
 * decode: every running request gains one token per step; a request's first token comes when its
   last chunk finishes (plus the runtime's per-request work), and it then decodes ``OSL - 1``
   tokens.
@@ -69,6 +71,14 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
     b_grid = np.asarray(profile["batch"], dtype=np.float64)
     t_dec = np.asarray(profile["t_decode_s"], dtype=np.float64)
     c_tok = np.asarray(profile["chunk_s_per_token"], dtype=np.float64)
+    if "chunk_extra_s" in profile:  # chunk cost over (batch, chunk tokens)
+        q_grid = np.asarray(profile["chunk_tokens"], dtype=np.float64)
+        x_tab = np.asarray(profile["chunk_extra_s"], dtype=np.float64)
+        linear = False
+    else:  # a linear cost per prompt token at the full budget
+        q_grid = np.array([1.0])
+        x_tab = c_tok[:, None].copy()
+        linear = True
     budget = np.asarray(profile["budget_tokens"], dtype=np.float64)
     b_cap = max(int(profile["b_cap"]), 1)
     isl, osl = int(round(profile["isl"])), int(round(profile["osl"]))
@@ -77,6 +87,17 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
 
     def at(tab: np.ndarray, b: float) -> float:
         return float(np.interp(max(b, 1.0), b_grid, tab))
+
+    def chunk(b: float, q: int) -> float:
+        """Seconds ``q`` prompt tokens add to a step at decode batch ``b``."""
+        if q <= 0:
+            return 0.0
+        row = np.array([np.interp(max(b, 1.0), b_grid, x_tab[:, j]) for j in range(len(q_grid))])
+        if linear:  # a per-token table
+            return q * float(row[0])
+        if q <= q_grid[0] or len(q_grid) == 1:
+            return float(row[0]) * q / q_grid[0]
+        return float(np.interp(q, q_grid, row))
 
     rng = np.random.default_rng(seed)
     arrive = np.cumsum(rng.exponential(1.0 / rate, requests))
@@ -118,10 +139,10 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
                     item[1] -= take
                     break
         if mixed:
-            step = (at(t_dec, b) if b > 0 or q_tokens == 0 else at(t_dec, 1.0)) + q_tokens * at(c_tok, b)
+            step = (at(t_dec, b) if b > 0 or q_tokens == 0 else at(t_dec, 1.0)) + chunk(b, q_tokens)
             decodes = b > 0
         elif q_tokens > 0:  # separate prefill step: the decoders wait
-            step = q_tokens * at(c_tok, b)
+            step = chunk(b, q_tokens)
             decodes = False
         else:
             step = at(t_dec, b)

@@ -39,7 +39,8 @@ interactivity ``= 1/TPOT``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -121,6 +122,36 @@ DISAGG_COLUMNS = ("prefill_replicas", "decode_replicas", "prefill_gpus_per_repli
 MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
 
 
+def reuse_enabled() -> bool:
+    """Whether repeated sub-problems are costed once (``EXPLORER_REUSE`` not ``0``): GEMM costs carried
+    between the closed-loop passes.  Results are the same either way (tests/test_speed_paths.py)."""
+    import os
+
+    return os.environ.get("EXPLORER_REUSE", "1") != "0"
+
+
+def format_support_masks(kinds: Sequence) -> np.ndarray:
+    """Per hardware kind, the bit mask (bit i = ``TENSOR_FORMATS[i]``) of the tensor formats it runs."""
+    return np.array([sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds],
+                    dtype=np.int64)
+
+
+def structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support_mask) -> list[tuple[int, np.ndarray]]:
+    """The design's structural feasibility rules, as ``(reason code, violated)`` in the order the
+    simulator applies them (later entries take precedence): 5 ``ffn`` not splitting over ``tp``; 4
+    ``ep`` not dividing the experts or ``tp*dp`` (or ``ep`` without experts); 3 more pipeline stages
+    than layers; 2 query / KV heads not splitting over ``tp`` (MLA's latent KV needs no split); 1 a
+    tensor format the hardware lacks.  The one definition: :func:`simulate` and the grid's screen
+    (``explorer.space``, before any simulation) both apply it."""
+    return [
+        (5, np.mod(F, t) != 0),
+        (4, (E == 0) & (e > 1) | (E > 0) & ((np.mod(E, e) != 0) | (np.mod(t * dp, e) != 0))),
+        (3, p > L),
+        (2, (np.mod(nq, t) != 0) | (~mla & (np.mod(nkv, t) != 0) & (np.mod(t, nkv) != 0))),
+        (1, (fmt_mask & ~support_mask) != 0),
+    ]
+
+
 def _col(c: Mapping[str, np.ndarray], k: str) -> np.ndarray:
     return np.asarray(c[k], dtype=np.float64)
 
@@ -163,26 +194,39 @@ class _HW:
         small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
         self.moe_tiles_m = np.concatenate([tm, small], axis=1)[idx]
         self.moe_tiles_n = np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1)[idx]
-        self.support_mask = np.array(
-            [sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds], dtype=np.int64
-        )[idx]
+        self.support_mask = format_support_masks(kinds)[idx]
+        #: (call site, grouped) -> inputs and cost planes of the last run_gemms call from there
+        self.memo: dict[tuple, dict] = {}
 
-    def run_gemms(self, requests: list[tuple]) -> list[GemmCost]:
+    def run_gemms(self, requests: list[tuple], site: str | None = None) -> list[GemmCost]:
         """Cost many GEMMs in one vectorized call: each request is
         ``(M, N, K, b_a, b_w, b_out, groups, peak or None, moe)`` over the design points; they are
-        stacked on a leading axis (requests whose rows are all empty are skipped and cost zero)."""
+        stacked on a leading axis (requests whose rows are all empty are skipped and cost zero).
+
+        ``site`` names the call site (e.g. the engine's step plans): a later call from the same site
+        reuses, element by element, the costs of the previous call's GEMM at the same stacked
+        position and point whose inputs are all equal (the closed-loop passes re-cost GEMMs whose
+        padded batch did not move).  A GEMM's cost is a function of those inputs and this object's
+        hardware columns only, so the reused figures are the ones a recomputation gives
+        (``EXPLORER_REUSE=0`` turns it off).  The costs a call from a site returns are updated in
+        place by that site's next call: use them before it (or call with ``site=None``)."""
         n = len(self.sms)
         out: list[GemmCost | None] = [None] * len(requests)
         live = [i for i, r in enumerate(requests)
-                if np.any((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0))]
+                if (np.any(np.asarray(r[0]) > 0) if np.ndim(r[6]) == 0 and r[6] > 0
+                    else np.any((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)))]
         zero = np.zeros(n)
         for i in set(range(len(requests))) - set(live):
             out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
+        memo = self.memo if site is not None and reuse_enabled() else None
         for moe in (False, True):
             sel = [i for i in live if bool(requests[i][8]) == moe]
             if not sel:
                 continue
-            cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
+            slot = memo.setdefault((site, moe), {}) if memo is not None else None
+            cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
+            if cols is None or cols.shape != (8, len(sel), n):
+                cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
             for row, i in enumerate(sel):
                 r = requests[i]
                 for j in range(7):
@@ -193,28 +237,68 @@ class _HW:
             # tripled the memory-bound expert time of small-batch MoE decode)
             # weight-only formats dequantize in the kernel: their compute runs at eta_dequant of the
             # plain GEMM's (the bf16 router and LM head are never weight-only)
-            deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0)
+            deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0) \
+                if np.any(self.w_only) else 1.0
+            eta_c = np.broadcast_to(self.eta_c * (self.eta_moe if moe else 1.0) * deq, (len(sel), n))
+            tiles_m, tiles_n = (self.moe_tiles_m, self.moe_tiles_n) if moe else (self.tiles_m, self.tiles_n)
+            spare = slot.get("cols") if slot is not None else None
+            planes: Any  # (9, R, n) cost planes, or the kernel's per-field sequence of them
             if self.one_kind and use_fast_path(n):  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
                 planes = gemm_cost_stacked(
-                    cols, self.eta_c * (self.eta_moe if moe else 1.0) * deq, hbm_bw=self.hbm_bw, sms=self.sms,
-                    tiles_m=list((self.moe_tiles_m if moe else self.tiles_m)[0]),
-                    tiles_n=list((self.moe_tiles_n if moe else self.tiles_n)[0]), max_split_k=self.max_split_k,
-                    eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.kernel_latency_s,
-                    epilogue_exposed=self.kind.gemm_epilogue_exposed)
-                for row, i in enumerate(sel):
-                    out[i] = GemmCost(*planes[:, row])
-                continue
+                    cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=list(tiles_m[0]), tiles_n=list(tiles_n[0]),
+                    max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.kernel_latency_s,
+                    epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot)
+            else:
+                planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot)
+            if slot is not None and spare is not None:  # the previous inputs: the next call's buffer
+                slot["spare"] = spare
+            for row, i in enumerate(sel):
+                out[i] = GemmCost(*(plane[row] for plane in planes))
+        return [o for o in out if o is not None]
+
+    def _gemms_numpy(self, cols: np.ndarray, eta_c: np.ndarray, tiles_m: np.ndarray, tiles_n: np.ndarray,
+                     slot: dict | None) -> Sequence[np.ndarray]:
+        """numpy's :func:`gemm_cost` (the reference) over stacked requests ``cols`` ``(8, R, n)``: the
+        ``(R, n)`` planes of :class:`GemmCost`, field by field.  With ``slot`` (run_gemms' memo of the previous
+        call from the same site), only the elements whose inputs moved are costed, into the previous
+        call's planes in place (gemm_cost is element-wise, so the others keep the figures it gave
+        them)."""
+        R, n = cols.shape[1], cols.shape[2]
+        prev = slot.get("cols") if slot is not None else None
+        todo = None
+        if slot is not None and prev is not None and prev.shape == cols.shape:
+            same = eta_c == slot["eta_c"]
+            for j in range(8):
+                same &= cols[j] == prev[j]
+            if same.any():
+                planes = slot["planes"]  # the previous call's, updated in place
+                todo = np.flatnonzero(~same.ravel())
+        if todo is None:
             g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
-                          peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms,
-                          tiles_m=self.moe_tiles_m if moe else self.tiles_m,
-                          tiles_n=self.moe_tiles_n if moe else self.tiles_n, max_split_k=self.max_split_k,
-                          eta_c=self.eta_c * (self.eta_moe if moe else 1.0) * deq, eta_m=self.eta_m, launch_s=0.0,
+                          peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=tiles_m, tiles_n=tiles_n,
+                          max_split_k=self.max_split_k, eta_c=eta_c, eta_m=self.eta_m, launch_s=0.0,
                           groups=cols[6], latency_s=self.kind.kernel_latency_s,
                           epilogue_exposed=self.kind.gemm_epilogue_exposed)
-            fields = [getattr(g, k) for k in GemmCost.__dataclass_fields__]
-            for row, i in enumerate(sel):
-                out[i] = GemmCost(*(a[row] for a in fields))
-        return [o for o in out if o is not None]
+            fields = [np.broadcast_to(getattr(g, k), (R, n)) for k in GemmCost.__dataclass_fields__]
+            if slot is None:
+                return fields
+            planes = np.empty((9, R, n))  # kept for the next call from the site
+            for f, a in enumerate(fields):
+                planes[f] = a
+        elif todo.size:
+            pt = todo % n  # the design point of each stacked element
+            sub = cols.reshape(8, -1)[:, todo]
+            g = gemm_cost(sub[0], sub[1], sub[2], sub[3], sub[4], sub[5],
+                          peak_flops=sub[7], hbm_bw=self.hbm_bw[pt], sms=self.sms[pt], tiles_m=tiles_m[pt],
+                          tiles_n=tiles_n[pt], max_split_k=self.max_split_k[pt], eta_c=eta_c.ravel()[todo],
+                          eta_m=self.eta_m[pt], launch_s=0.0, groups=sub[6], latency_s=self.kind.kernel_latency_s,
+                          epilogue_exposed=self.kind.gemm_epilogue_exposed)
+            flat = planes.reshape(9, -1)
+            for f, k in enumerate(GemmCost.__dataclass_fields__):
+                flat[f, todo] = getattr(g, k)
+        if slot is not None:
+            slot["cols"], slot["eta_c"], slot["planes"] = cols, eta_c, planes
+        return planes
 
 
 class _Shape:
@@ -443,10 +527,11 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
 
 
-def _steps(s: _Shape, hw: _HW, plans: list[dict]):
-    """Cost every plan's GEMMs in one stacked call, then each step's times."""
+def _steps(s: _Shape, hw: _HW, plans: list[dict], site: str | None = None):
+    """Cost every plan's GEMMs in one stacked call (``site``: see :meth:`_HW.run_gemms`), then each
+    step's times."""
     requests = [r for p in plans for r in p["requests"]]
-    costs = hw.run_gemms(requests)
+    costs = hw.run_gemms(requests, site)
     n = len(_GEMMS)
     return [_step(s, hw, p, dict(zip(_GEMMS, costs[i * n:(i + 1) * n], strict=True))) for i, p in enumerate(plans)]
 
@@ -477,7 +562,7 @@ def dp_straggler_factor(dp: np.ndarray, f_chunk: np.ndarray) -> np.ndarray:
 
 
 def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[np.ndarray, np.ndarray],
-            f_chunk: np.ndarray | None = None):
+            f_chunk: np.ndarray | None = None, site: str | None = "engine"):
     """Step times of one engine (attention group) whose decode steps run ``b`` sequences (per
     micro-batch) and that receives ``n_pf`` new prompts per step.
 
@@ -486,6 +571,10 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     the decode step's components and GEMM figures.  Prompts of ``ISL`` tokens go in chunks of
     ``Q = min(n_pf*ISL, budget)`` tokens, ``n_pf = max(1, X*TPOT)`` prompts arriving per step
     (closed loop: requests arrive at the rate ``X`` they finish).
+
+    ``site`` names the GEMM call site (see :meth:`_HW.run_gemms`): calls of one site reuse the GEMM
+    costs of the previous one where their inputs are equal (the closed-loop passes), and the GEMM
+    figures in the result are valid until the site's next call.
     """
     p = s.p
     bw_p, lat_p = link_pp
@@ -503,11 +592,11 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     plans = [_plan(s, hw, b_tok, zero, s.isl, s.dp, m_attn=b, q_attn=q),
              _plan(s, hw, np.where(s.rt_mixed, b_tok, 0.0), Q / s.isl, s.isl,
                    np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0), q_attn=q)]
-    dec, pre = _steps(s, hw, plans)
+    dec, pre = _steps(s, hw, plans, site=site)
     parts_dec, stage_dec = _stage_total(s, dec, hw)
     parts_pre, stage_pre = _stage_total(s, pre, hw)
     if s.draft is not None:  # K draft passes per step (mixed steps draft for their decoders too)
-        draft = _draft_parts(s, hw, b_pad, b)
+        draft = _draft_parts(s, hw, b_pad, b, site)
         parts_dec = {k: v + draft[k] for k, v in parts_dec.items()}
         parts_pre = {k: v + np.where(s.rt_mixed, draft[k], 0.0) for k, v in parts_pre.items()}
         stage_dec, stage_pre = sum(parts_dec.values()), sum(parts_pre.values())
@@ -529,7 +618,13 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
     busy = np.clip(b - 1.0, 0.0, 1.0)  # a step of the other requests is in flight (none when alone)
-    ttft_service = 0.5 * busy * T_dec + chunk_steps * T_pre_step + s.rt_request
+    # the prompt's own steps: mixed, every chunk but the last fills the budget and the last carries the
+    # remainder -- each step is a decode step plus its chunk's share of the prompt work (a 9.4k-token
+    # prompt in 8k chunks costs one full and one 1.4k-token step, not two full ones); separate
+    # prefill steps are costed whole (a partial chunk's fixed cost is not separated out: assumption)
+    own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
+                         chunk_steps * T_pre_step)
+    ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
     if np.any(s.disagg):  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
@@ -542,6 +637,7 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
             # one prompt's share of the prefill server when chunks fill the whole token budget
             # (mixed: a step carries every waiting prompt up to the budget; separate: as tau)
             "prompt_service_s": np.where(s.rt_mixed, tau + T_dec * np.minimum(s.isl / budget, 1.0), tau),
+            "isl_per_budget": np.where(s.rt_mixed, s.isl / budget, 0.0),  # a prompt's chunks (mixed steps)
             "p2p": (p - 1.0) * p2p(b_tok), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
     if spec:  # per output token: each step yields E tokens per sequence (TTFT, tau, rates stay per step)
         E = s.spec_tokens
@@ -550,18 +646,21 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     return out
 
 
-def _draft_parts(s: _Shape, hw: _HW, b_pad: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+def _draft_parts(s: _Shape, hw: _HW, b_pad: np.ndarray, b: np.ndarray, site: str | None = None) -> dict[str, np.ndarray]:
     """Per-GPU component times of one step's ``K`` draft passes over ``b`` sequences (``b_pad``
     through the GEMMs), on the last stage (explorer/speculative.py): each pass is a decode step of
     the draft -- one MTP layer + the shared LM head, or the draft model's layers + its head -- and,
-    for MTP, the bf16 projection ``eh_proj`` (2H -> H, row-parallel: one all-reduce) and its norms."""
+    for MTP, the bf16 projection ``eh_proj`` (2H -> H, row-parallel: one all-reduce) and its norms.
+    ``site``: the engine's GEMM call site (:func:`_engine`), None for no reuse."""
     d = s.draft
     assert d is not None and s.spec_k is not None
-    step = _steps(d, hw, [_plan(d, hw, b_pad, 0.0 * b, d.isl, d.dp, m_attn=b)])[0]
+    step = _steps(d, hw, [_plan(d, hw, b_pad, 0.0 * b, d.isl, d.dp, m_attn=b)],
+                  site=None if site is None else site + "/draft")[0]
     parts, _ = _stage_total(d, step, hw)
     mtp = s.spec_kind == speculative.DRAFT_MTP
     proj = hw.run_gemms([(np.where(mtp, b_pad, 0.0), s.H, 2.0 * s.H / s.t, s.b_a, speculative.PROJECTION_BYTES,
-                          s.b_a, 1.0, hw.bf16_peak, False)])[0]
+                          s.b_a, 1.0, hw.bf16_peak, False)],
+                        site=None if site is None else site + "/mtp_proj")[0]
     parts["gemm"] = parts["gemm"] + np.where(mtp, proj.time_s, 0.0)
     parts["comm"] = parts["comm"] + np.where(mtp, step[2]["t_ar"], 0.0)
     parts["overhead"] = parts["overhead"] + np.where(mtp, (1.0 + speculative.MTP_NORM_KERNELS) * hw.launch, 0.0)
@@ -700,12 +799,13 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         if not any_open:  # closed loop: its prompt server's load, as the open loop computes it
             op = dict(op, prompt_load=np.clip(op["request_rate"] * eng["prompt_service_s"], 0.0, 1.0 - 1e-9))
         b_hi = b_step + np.maximum(1.0, 2.5 * np.sqrt(2.0 / 3.0 * b_run))
-        T_hi = _engine(s, hw, b_hi, n_pf, link_pp, f_chunk)["T_dec"]
+        T_hi = _engine(s, hw, b_hi, n_pf, link_pp, f_chunk, site=None)["T_dec"]  # eng's GEMM figures stay valid
         slope = (T_hi - eng["T_dec"]) / (b_hi - b_step)
         busy = 1.0 - np.exp(-b_run)  # a step of other requests is in flight at an arrival
         got = percentiles(op, s.osl, eng["T_dec"], slope, eng["tau"], eng["ttft_service"], eng["prompt_service_s"], busy,
                           eng["T_pre_step"], f_chunk, step_tokens=1.0 if s.spec_k is None else s.spec_tokens,
-                          mixed=s.rt_mixed, isl_cv=_col(c, "isl_cv") if "isl_cv" in c else 0.0,
+                          mixed=s.rt_mixed, isl_per_budget=eng["isl_per_budget"],
+                          isl_cv=_col(c, "isl_cv") if "isl_cv" in c else 0.0,
                           osl_cv=_col(c, "osl_cv") if "osl_cv" in c else 0.0)
         pct = {k: np.where(want, got[k], np.nan) for k in pct}
 
@@ -729,11 +829,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         (8, op["overloaded"] if any_open else np.zeros(len(s.H), dtype=bool)),
         (7, s.B < s.p * s.dp),
         (6, (needed > capacity) | (b_cap_mem < 1.0)),
-        (5, np.mod(s.F, s.t) != 0),
-        (4, (s.E == 0) & (s.e > 1) | (s.E > 0) & ((np.mod(s.E, s.e) != 0) | (np.mod(s.t * s.dp, s.e) != 0))),
-        (3, s.p > s.L),
-        (2, (np.mod(s.nq, s.t) != 0) | (~s.mla & (np.mod(s.nkv, s.t) != 0) & (np.mod(s.t, s.nkv) != 0))),
-        (1, (fmt_mask & ~hw.support_mask) != 0),
+        *structural_checks(s.F, s.t, s.E, s.e, s.dp, s.p, s.L, s.nq, s.nkv, s.mla, fmt_mask, hw.support_mask),
     ]
     for code, bad in checks:  # later entries take precedence: structural reasons before OOM before overload
         reason = np.where(bad, code, reason)
@@ -809,39 +905,60 @@ def _pick(v, sel: np.ndarray):
     a = np.asarray(v)
     if a.ndim == 1 and a.strides[0] == 0 and len(a):
         return np.broadcast_to(a[:1], (len(sel),))
-    return a[sel]
+    return np.take(a, sel, axis=0)
 
 
 def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, idx: np.ndarray):
+    """Score a table of several hardware kinds one kind at a time.  Every column is gathered once
+    into hardware order (each kind's rows are then a contiguous slice: one pass over a column instead
+    of one per kind) and the results are put back into the table's order once."""
     n = idx.size
     order = np.argsort(idx, kind="stable")
-    cuts = np.flatnonzero(np.diff(idx[order])) + 1
-    out: dict[str, np.ndarray] = {}
-    for sel in np.split(order, cuts):
-        part = simulate({k: _pick(v, sel) for k, v in c.items()}, table, detail)
+    bounds = [0, *(np.flatnonzero(np.diff(idx[order])) + 1).tolist(), n]
+    ordered = {k: _pick(v, order) for k, v in c.items()}
+    sorted_out: dict[str, np.ndarray] = {}
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        part = simulate({k: (v[a:b] if np.ndim(v) else v) for k, v in ordered.items()}, table, detail)
         for k, v in part.items():
-            if k not in out:
-                out[k] = np.empty(n, dtype=v.dtype)
-            out[k][sel] = v
-    return out
+            if k not in sorted_out:
+                sorted_out[k] = np.empty(n, dtype=v.dtype)
+            sorted_out[k][a:b] = v
+    back = np.empty(n, dtype=np.int64)
+    back[order] = np.arange(n)
+    return {k: np.take(v, back) for k, v in sorted_out.items()}
 
 
-def engine_profile(c: Mapping[str, np.ndarray], table: HardwareTable, batches) -> dict[str, np.ndarray]:
+def engine_profile(c: Mapping[str, np.ndarray], table: HardwareTable, batches,
+                   chunk_points: int = 10) -> dict[str, np.ndarray]:
     """Step times of the first row's engine at each decode batch in ``batches`` -- the inputs of the
     discrete-event oracle (:mod:`explorer.events`), computed by the same :func:`_engine` as
-    :func:`simulate`.  Chunks are costed at the full token budget and without the attention-DP
-    straggler factor (the oracle runs one engine).
+    :func:`simulate`, without the attention-DP straggler factor (the oracle runs one engine).
 
-    Returns ``batch``, ``t_decode_s`` (pure decode step), ``chunk_s_per_token`` (extra seconds per
-    prompt token in a mixed step, or per token of a prefill step), ``budget_tokens`` (prompt tokens
-    a step may carry), and the row's scalars ``b_cap``, ``isl``, ``osl``, ``request_s``, ``mixed``.
+    Returns ``batch``, ``t_decode_s`` (pure decode step), ``budget_tokens`` (prompt tokens a step
+    may carry), ``chunk_tokens`` (a grid of chunk sizes from one prompt up to the largest budget,
+    ``chunk_points`` of them) and ``chunk_extra_s`` (batch x chunk size: the seconds a chunk of that
+    many prompt tokens adds to a mixed decode step, or a separate prefill step's whole time -- a
+    chunk's cost is not linear in its tokens: a small chunk rides a memory-bound step nearly free),
+    ``chunk_s_per_token`` (at the full budget, the old linear figure), and the row's scalars
+    ``b_cap``, ``isl``, ``osl``, ``request_s``, ``mixed``.
     """
     b = np.asarray(batches, dtype=np.float64)
     row = {k: (np.repeat(np.asarray(v)[:1], len(b)) if np.ndim(v) else v) for k, v in c.items()}
     env = _prepare(row, table)
     s, hw = env["s"], env["hw"]
     budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - b, s.rt_max_tokens), 1.0)
-    eng = _engine(s, hw, np.maximum(b, 1e-9), budget / s.isl + 1.0, env["link_pp"], None)
+    bb = np.maximum(b, 1e-9)
+    eng = _engine(s, hw, bb, budget / s.isl + 1.0, env["link_pp"], None, site=None)
+    isl = float(s.isl[0])
+    q_lo = min(isl, float(budget.max()))
+    q_grid = np.unique(np.round(np.geomspace(q_lo, max(float(budget.max()), q_lo), max(chunk_points, 2))))
+    extra = np.empty((len(b), len(q_grid)))
+    for j, q in enumerate(q_grid):  # chunks of q tokens (capped by each batch's budget)
+        e = _engine(s, hw, bb, np.full(len(b), q / isl), env["link_pp"], None, site=None)
+        Q = e["Q"]
+        step_extra = np.where(s.rt_mixed, e["T_pre_step"] - e["T_dec"], e["T_pre_step"])
+        extra[:, j] = np.where(Q >= q, step_extra, step_extra * q / np.maximum(Q, 1.0))  # past the budget: linear
     return {"batch": b, "t_decode_s": eng["T_dec"], "chunk_s_per_token": eng["tau"] / s.isl,
-            "budget_tokens": eng["Q"], "b_cap": float(env["b_cap"][0]), "isl": float(s.isl[0]),
+            "budget_tokens": eng["Q"], "chunk_tokens": q_grid, "chunk_extra_s": extra,
+            "b_cap": float(env["b_cap"][0]), "isl": isl,
             "osl": float(s.osl[0]), "request_s": float(s.rt_request[0]), "mixed": bool(s.rt_mixed[0])}

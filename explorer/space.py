@@ -62,7 +62,7 @@ from explorer.model import SHAPE_COLUMNS, ModelShape, get_preset, param_counts
 from explorer.precision import parse_precision
 from explorer.results import results_frame
 from explorer.runtime import DEFAULT_RUNTIME, load_runtime
-from explorer.simulate import REASONS, simulate
+from explorer.simulate import REASONS, format_support_masks, simulate, structural_checks
 from explorer.specio import (
     MAX_PARALLEL,
     MAX_SEED,
@@ -421,6 +421,49 @@ class SearchSpace:
         if n == 0:  # the simulator needs a row: score one and keep none
             one = {k: [p.choices[0] if isinstance(p, Choice) else p.low] for k, p in self.searched.items()}
             return self.evaluate(one, 1, detail).take(np.zeros(0, dtype=np.int64))
+        values, shape_codes = self._design_values(cols, n)
+        design, table = build_design(values, self.where)
+        res = add_cost(simulate(design, table, detail=detail), design, table, self.usd_per_gpu_hour,
+                       self.power_overhead_factor)
+        return self._finish(n, cols, design, table, res, shape_codes)
+
+    def classify(self, samples: Mapping[str, Any], n: int | None = None, structure: bool = True) -> np.ndarray:
+        """The final reason code of every point whose code is decided before the simulator runs, 0
+        for the points that must be simulated (what :meth:`evaluate` gives them is their code).
+
+        Decided without simulating, in :meth:`evaluate`'s precedence (the first that applies): the
+        shape rules (101-105), the capacity band and the quality limit (110, 111, 112: parameter
+        counts and predicted loss need no simulation), then, with ``structure``, the simulator's
+        structural checks that take precedence over every other simulator reason (1 format, 2-5
+        parallel splits: :func:`_simulator_structure`).  Without ``structure`` the codes depend only on
+        :attr:`screen_params`, so one point stands for every point that differs from it only in the
+        other parameters (the grid counts whole blocks of points this way: explorer/grid.py)."""
+        n, cols = self.columns(samples, n)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        values, shape_codes = self._design_values(cols, n)
+        design, table = build_design(values, self.where)
+        counts = param_counts(design)
+        _, band_code, _ = self._band(n, cols, design, {"params_total": counts["total"],
+                                                        "params_active": counts["active"]})
+        later = [band_code, _simulator_structure(design, table)] if structure else [band_code]
+        code = shape_codes
+        for codes in later:
+            code = np.where(code == 0, codes, code)
+        return code
+
+    @property
+    def screen_params(self) -> frozenset[str]:
+        """The parameters :meth:`classify` ``(structure=False)`` depends on: the shape (or ``model``),
+        the training tokens and, when quality is on, ``precision`` (its serving-format penalty)."""
+        deployment = {"hardware", *WORKLOAD_KEYS, *DEPLOY_KEYS}
+        if self.quality_on:
+            deployment.discard("precision")
+        return frozenset(k for k in self.params if k not in deployment)
+
+    def _design_values(self, cols: dict[str, np.ndarray], n: int) -> tuple[dict[str, Any], np.ndarray]:
+        """What :func:`explorer.design.build_design` takes for the points ``cols``, and the space's
+        shape-rule codes (0 where every rule holds)."""
         shape_codes = np.zeros(n, dtype=np.int64)
         sim_cols = dict(cols)
         if not self.uses_model:
@@ -441,10 +484,7 @@ class SearchSpace:
             values["latency_percentiles"] = 1.0
         if self.uses_model:
             values["model"] = cols["model"].astype(str)
-        design, table = build_design(values, self.where)
-        res = add_cost(simulate(design, table, detail=detail), design, table, self.usd_per_gpu_hour,
-                       self.power_overhead_factor)
-        return self._finish(n, cols, design, table, res, shape_codes)
+        return values, shape_codes
 
     def score(self, samples: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
         """Score design points into a results table (``explorer.results`` columns + ``c_*``)."""
@@ -488,19 +528,9 @@ class SearchSpace:
         cons["structure"] = structural.astype(np.float64)
         cons["memory"] = res["memory_bytes_per_gpu"] / res["memory_capacity_bytes"] - 1.0
         code = np.where(shape_codes > 0, shape_codes, 0)
-        band_code = np.zeros(n, dtype=np.int64)
-        for kind, rule in (("total", 110), ("active", 111)):
-            if kind in self.capacity:
-                lo, hi = self.capacity[kind]
-                p = res[f"params_{kind}"]
-                cons[f"params_{kind}"] = np.maximum((lo - p) / lo if lo > 0 else -p, (p - hi) / hi)
-                np.copyto(band_code, rule, where=(cons[f"params_{kind}"] > 0) & (band_code == 0))
-        if self.quality_on:  # predicted loss (explorer/quality.py) and its limit (explorer/constraints.py)
-            res = {**res, **quality_results(design, self._training_tokens(cols, n), cols["precision"], self.quality)}
-            grade = grade_quality(res, self.quality) if self.quality is not None else None
-            if grade is not None:
-                cons["quality"] = grade
-                np.copyto(band_code, QUALITY_REASON, where=(grade > 0) & (band_code == 0))
+        band_cons, band_code, quality = self._band(n, cols, design, res)
+        cons.update(band_cons)
+        res = {**res, **quality}
         slo_code = np.zeros(n, dtype=np.int64)
         if self.min_tokens_per_s_per_user is not None:
             lim = self.min_tokens_per_s_per_user
@@ -532,6 +562,30 @@ class SearchSpace:
             objectives = np.minimum(objectives, np.finfo(np.float64).max)
         return Evaluation(n=n, cols=cols, design=design, table=table, res=res, code=code, feasible=feasible,
                           constraints=cons, objectives=objectives)
+
+    def _band(self, n: int, cols: dict[str, np.ndarray], design: dict[str, np.ndarray],
+              params: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+        """The capacity band and the quality limit (both decided by the design alone): their graded
+        constraints, their code (110 total, 111 active, 112 quality: the first that fails; 0) and
+        the quality columns (empty when quality is off).  ``params`` holds ``params_total`` and
+        ``params_active`` (the simulator's, or :func:`explorer.model.param_counts` of the design:
+        the same numbers)."""
+        cons: dict[str, np.ndarray] = {}
+        band_code = np.zeros(n, dtype=np.int64)
+        for kind, rule in (("total", 110), ("active", 111)):
+            if kind in self.capacity:
+                lo, hi = self.capacity[kind]
+                p = params[f"params_{kind}"]
+                cons[f"params_{kind}"] = np.maximum((lo - p) / lo if lo > 0 else -p, (p - hi) / hi)
+                np.copyto(band_code, rule, where=(cons[f"params_{kind}"] > 0) & (band_code == 0))
+        quality: dict[str, np.ndarray] = {}
+        if self.quality_on:  # predicted loss (explorer/quality.py) and its limit (explorer/constraints.py)
+            quality = quality_results(design, self._training_tokens(cols, n), cols["precision"], self.quality)
+            grade = grade_quality(quality, self.quality) if self.quality is not None else None
+            if grade is not None:
+                cons["quality"] = grade
+                np.copyto(band_code, QUALITY_REASON, where=(grade > 0) & (band_code == 0))
+        return cons, band_code, quality
 
     def _training_tokens(self, cols: dict[str, np.ndarray], n: int) -> np.ndarray:
         """Training tokens of each point: ``training.tokens``, else the preset's published tokens
@@ -640,6 +694,33 @@ class Evaluation:
                           self.feasible[idx], sub(self.constraints), self.objectives[idx])
 
 
+
+
+def _simulator_structure(design: Mapping[str, np.ndarray], table: HardwareTable) -> np.ndarray:
+    """The simulator's structural reasons of each design point, predicted from its columns alone:
+    the checks of :func:`explorer.simulate.simulate` that take precedence over memory (6), batch
+    (7) and load (8) -- 1 a format the hardware lacks, 2 heads / KV heads not splitting over ``tp``,
+    3 more stages than layers, 4 ``ep`` not dividing the experts or ``tp*dp`` (or ``ep`` without
+    experts), 5 ``ffn`` not splitting over ``tp`` -- the smallest code that applies, 0 where none
+    does (the rules themselves: :func:`explorer.simulate.structural_checks`, the simulator's own).
+    Disaggregated rows (explorer/disagg.py scores their pools) are left to the simulator (0).
+    tests/test_grid_screen.py checks it against the simulator on random designs."""
+    n = len(np.asarray(design["hw_idx"]))
+
+    def col(k: str) -> np.ndarray:
+        return np.broadcast_to(np.asarray(design[k], dtype=np.float64), (n,))
+
+    F, L, nq, nkv = col("ffn"), col("layers"), col("heads"), col("kv_heads")
+    E, t, p, e, dp = col("experts"), col("tp"), col("pp"), col("ep"), col("dp")
+    mla = col("kv_lora_rank") > 0
+    support = format_support_masks(table.kinds)[np.asarray(design["hw_idx"], dtype=np.int64)]
+    fmt_mask = np.broadcast_to(np.asarray(design["fmt_mask"], dtype=np.int64), (n,))
+    reason = np.zeros(n, dtype=np.int64)
+    for code, bad in structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support):  # later ones win
+        reason = np.where(bad, code, reason)
+    if "disagg" in design:
+        reason = np.where(np.broadcast_to(np.asarray(design["disagg"], dtype=np.float64), (n,)) != 0, 0, reason)
+    return reason
 
 
 def _map_text(col: np.ndarray, fn) -> np.ndarray:

@@ -97,7 +97,7 @@ DEFAULT_GPUS_PER_NODE = 8
 SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
 #: Other optional design values, with the value rows without them take (``disagg`` 2 = the decode
 #: pool of a disaggregated deployment)
-OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0}
+OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0, "request_rate": 0.0}
 #: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")
@@ -144,6 +144,8 @@ class Case:
     curve: str = ""  # the measured curve a case belongs to (cross-validation leaves whole curves out)
     family: str = ""  # dense | moe
     runtime: str = ""  # serving-runtime profile (explorer/runtime.py)
+    parent: str = ""  # a latency case's throughput row (explorer/mlperf_latency.py)
+    rate_per_system: float = 0.0  # a latency case's measured requests/s over the whole system
 
 
 def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
@@ -347,7 +349,10 @@ def parse_case(raw: Any, index: int) -> Case:
             cv = mlperf_dataset_cv(preset.shape.name)  # the dataset's length spread, for the p99s
             if cv is not None:
                 case.values["isl_cv"], case.values["osl_cv"] = cv
-            case.values["serverless"] = True  # the LoadGen harness calls the engine in-process
+            # LoadGen calls the harness in-process (no HTTP), but a token still travels from the
+            # engine through the harness's response path before LoadGen stamps it: the mlperf
+            # profile's per-request time, fitted on the runs' mean TTFT (explorer/mlperf_latency.py)
+            case.values["serverless"] = False
             if scenario == "offline":
                 case.saturated = True
             else:
@@ -429,6 +434,10 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
             if cases[i].supported:
                 cases[i].note = (f"precision not stated: '{rows[i]['precision']}' from the file's other rows of "
                                  "the same model and GPU")
+        # MLPerf Server/Interactive rows with the run's measured latencies: four more cases each
+        from explorer.mlperf_latency import latency_cases
+
+        cases += latency_cases(cases)
     else:
         raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels) "
                                                    "or 'curves:' and 'rows:' lists (serving curves)")
@@ -590,9 +599,16 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
     system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system"]
     for ci in system:
         out[ci] = _predict_system(cases[ci], hw(cases[ci].hardware), rt(cases[ci].values.get("runtime") or DEFAULT_RUNTIME))
+    latency = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system_latency"]
+    if latency:  # at the run's measured rate, on the deployment its throughput row chose
+        from explorer.mlperf_latency import predict_latency
+
+        by_id = {c.id: c for c in cases if c.kind == "system"}
+        out[np.array(latency)] = predict_latency([cases[ci] for ci in latency], by_id, hw, rt)
     # kernel rows (kernels.yaml, and the GEMM/all-reduce rows of measurements.yaml, which parse into
     # the same shape) are scored by explorer.kernel_cases' cost functions
-    kernel_like = [ci for ci, c in enumerate(cases) if c.supported and c.kind not in (*SERVED_KINDS, "system", "hbm")]
+    kernel_like = [ci for ci, c in enumerate(cases)
+                   if c.supported and c.kind not in (*SERVED_KINDS, "system", "system_latency", "hbm")]
     if kernel_like:
         from explorer import kernel_cases
 
@@ -626,8 +642,8 @@ def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
         return float("nan")
     case.chosen_batch = got.batch
     split = f"tp={got.tp} ep={got.ep} dp={got.dp} x {got.replicas} replicas"
-    if split not in case.note:
-        case.note = (case.note + "; " if case.note else "") + split
+    rest = re.sub(r"(; )?tp=\d+ ep=\d+ dp=\d+ x \d+ replicas", "", case.note)  # this call's split replaces any earlier
+    case.note = (rest + "; " if rest else "") + split
     return got.tokens_per_s_system
 
 
@@ -674,7 +690,7 @@ def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardwa
             row.update(curve=c.curve, family=c.family, runtime=c.runtime or c.values.get("runtime", ""))
         if ok and c.note:
             row["note"] = c.note
-        if ok and c.kind in SERVED_KINDS:
+        if ok and c.kind in (*SERVED_KINDS, "system_latency"):
             row["roofline"] = float(r)
             better = (p < r * (1 - 1e-9)) if c.metric in LOWER_IS_BETTER else (p > r * (1 + 1e-9))
             row["above_roofline"] = bool(better)

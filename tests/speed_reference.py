@@ -2,7 +2,12 @@
 tests/test_speed_equivalence.py and its generator (``python3 tests/speed_reference.py`` rewrites the
 file: only do that on purpose, when a formula changes; hardware and runtime figures come from the
 frozen copies in tests/data/reference_specs, so recalibrating the shipped files does not move it).  The reference was computed before the
-speed-ups of issue 12 item 1, so every later code path must reproduce it."""
+speed-ups of issue 12 item 1, so every later code path must reproduce it.  Regenerated on purpose
+(numpy path, ``EXPLORER_NUMBA=0 EXPLORER_REUSE=0``) when formulas changed: 2026-12-01, a prompt
+longer than the step budget pays its partial last chunk, not a full one, and its long-prompt chunk
+steps enter the TTFT percentiles (explorer/simulate.py ``own_steps``, explorer/open_loop.py
+``isl_per_budget``, the busy-period factor of the TPOT spread); the speed-ups of that day (GEMM reuse between passes) were checked against the
+previous reference first."""
 
 from __future__ import annotations
 

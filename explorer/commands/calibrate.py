@@ -53,7 +53,7 @@ def run(args) -> int:
 
         counts: dict[str, int] = {}
         for c in cases:
-            if c.supported and c.hardware and c.kind != "system":
+            if c.supported and c.hardware and c.kind not in ("system", "system_latency"):
                 counts[c.hardware] = counts.get(c.hardware, 0) + 1
         names = sorted(h for h, k in counts.items() if k >= MIN_CASES_ALL)
         skipped = sorted(h for h, k in counts.items() if k < MIN_CASES_ALL)

@@ -109,12 +109,22 @@ def run(args) -> int:
     progress = sys.stderr.isatty()
     if sampler == "grid":
         from explorer.grid import run_grid
+        from explorer.grid_checkpoint import checkpoint_path, remove_checkpoint
 
-        g = run_grid(space, workers=args.workers, progress=progress, seed=seed, cluster=cluster)
+        ckpt = checkpoint_path(out, study)
+        try:
+            g = run_grid(space, workers=args.workers, progress=progress, seed=seed, cluster=cluster, checkpoint=ckpt)
+        except KeyboardInterrupt:
+            kept = f"every finished chunk is kept in {ckpt}" if ckpt.exists() else "no chunk had finished"
+            print(f"explorer sweep: interrupted; {kept}; run the same command again to resume", file=sys.stderr)
+            return 130
         df, interrupted = g.frame, False
         info = {"kind": "grid", "points": g.total, "feasible": g.feasible, "reason_counts": g.reason_counts,
-                "kept_all": g.kept_all, "seconds": g.seconds}
-        return _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+                "kept_all": g.kept_all, "seconds": g.seconds, "simulated": g.simulated,
+                "chunks_resumed": g.chunks_resumed}
+        rc = _finish(args, space, df, info, sampler, seed, study, out, interrupted)
+        remove_checkpoint(ckpt)  # the outputs hold it all now
+        return rc
     from explorer.search import optimize, study_frame
 
     assert spec is not None
@@ -209,7 +219,7 @@ def _check_outputs(args, out: Path, study: str, sampler: str, spec) -> None:
     try:
         names = [f"{study}.csv"] + ([] if args.no_report else [f"{study}.html"])
         if sampler == "grid":
-            names.append(f"{study}.reasons.csv")
+            names += [f"{study}.reasons.csv", f"{study}.grid-checkpoint"]
         for name in names:
             check_output_file(out / name, "--study" if args.study else "--out")
         if spec is not None and spec.kind == "journal":
@@ -384,8 +394,13 @@ def _summary(space, df, info, sampler, seed, study, counts, hv, paths, interrupt
         n = info["points"]
         feas = info["feasible"]
         kept = "every point" if info["kept_all"] else f"the front + a sample of {len(df):,} rows"
+        sim = info.get("simulated", n)
+        resumed = info.get("chunks_resumed", 0)
         lines.append(f"sweep {study}: grid of {n:,} points in {info['seconds']:.1f} s "
-                     f"({n / max(info['seconds'], 1e-9):,.0f} points/s); table holds {kept}")
+                     f"({n / max(info['seconds'], 1e-9):,.0f} points/s"
+                     + (f"; {resumed:,} chunks resumed from the checkpoint" if resumed else "")
+                     + f"); {sim:,} simulated, {1 - sim / max(n, 1):.1%} decided without simulating; "
+                       f"table holds {kept}")
     else:
         n = len(df)
         feas = int(df["feasible"].sum())

@@ -35,7 +35,12 @@ def _distinct(vals, uniq, index):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency, epi, launch, pow2, out):
+def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency, epi, launch, pow2, reuse, PREV,
+           PREV_RATE_C, out):
+    """Time of each stacked GEMM ``(r, i)`` as :func:`explorer.costs.gemm.gemm_cost` models it, into the
+    planes of ``out``.  With ``reuse``, ``PREV`` ``(>= 7, R, n)`` and ``PREV_RATE_C`` hold an earlier call's
+    element inputs (M N K b_a b_w b_out groups, rate_c; same hardware columns and tiles) and ``out``
+    that call's planes: an element whose inputs are all equal keeps them instead of being recomputed."""
     R, n = M.shape
     nt = tms.shape[0]
     tm_min = tms[0]
@@ -57,6 +62,10 @@ def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency,
     for r in range(R):
         for i in range(n):
             m, nn, k, g = M[r, i], N[r, i], K[r, i], G[r, i]
+            if reuse and m == PREV[0, r, i] and nn == PREV[1, r, i] and k == PREV[2, r, i] \
+                    and BA[r, i] == PREV[3, r, i] and BW[r, i] == PREV[4, r, i] and BO[r, i] == PREV[5, r, i] \
+                    and g == PREV[6, r, i] and RATE_C[r, i] == PREV_RATE_C[r, i]:
+                continue
             if not (m > 0 and g > 0):
                 out[0, r, i] = 0.0
                 out[1, r, i] = 0.0

@@ -1,0 +1,161 @@
+"""Latency cases of MLPerf Server and Interactive runs: what the run measured at the rate it ran.
+
+A Server/Interactive row of ``mlperf.yaml`` is scored on its whole-system tokens/s at the highest
+Poisson rate whose p99 TTFT/TPOT meet the limits (:mod:`explorer.sla`).  That one figure mixes two
+things the model can get wrong separately: the engine's speed at the operating point, and the
+spread of the latencies around their means.  Each run's ``mlperf_log_summary.txt`` also gives the
+rate it ran at and the mean and p99 of TTFT and TPOT there; ``validation/mlperf_latency.yaml`` holds
+them, copied with their sources.  For each row with such an entry this module adds four cases:
+
+* ``<id>:tpot_mean``, ``<id>:ttft_mean`` -- the mean TPOT / TTFT (ms) predicted open-loop at the
+  run's completed request rate (``completed_samples_per_s`` spread evenly over the replicas of the
+  deployment the row's own prediction chose, :mod:`explorer.systems`);
+* ``<id>:tpot_p99``, ``<id>:ttft_p99`` -- the p99s at the same rate (:mod:`explorer.open_loop`).
+
+Calibration fits the runtime profile on the two means (the engine's speed: one simulator call, no
+rate search); the p99 cases and the throughput rows themselves stay held out.  A row whose entry
+does not match it (another ``completed_tokens_per_s``) gets no latency cases.
+
+MLPerf LoadGen's TPOT of a sample is (latency - TTFT) / (tokens - 1); its mean is over samples.
+The simulator's mean TPOT is over output tokens (one engine's steps): the two differ by the spread
+of TPOT across requests of different lengths, ignored here (a few percent at the spreads the
+percentile model predicts).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from explorer.specio import read_yaml
+
+if TYPE_CHECKING:
+    from explorer.hardware import Hardware
+    from explorer.runtime import Runtime
+    from explorer.validate import Case
+
+#: validation/mlperf_latency.yaml (shipped next to mlperf.yaml)
+MLPERF_LATENCY = Path(__file__).resolve().parent.parent / "validation" / "mlperf_latency.yaml"
+#: case suffix -> (metric, the file's statistics key, its percentile key, simulator column)
+STATS: dict[str, tuple[str, str, str, str]] = {
+    "tpot_mean": ("inter_token_latency", "tpot_ms", "mean", "tpot_s"),
+    "ttft_mean": ("first_token_latency", "ttft_ms", "mean", "ttft_s"),
+    "tpot_p99": ("inter_token_latency", "tpot_ms", "p99", "tpot_p99_s"),
+    "ttft_p99": ("first_token_latency", "ttft_ms", "p99", "ttft_p99_s"),
+}
+#: the statistics calibration fits (the means: the engine's speed); the p99s are validated only
+FITTED_STATS = ("tpot_mean", "ttft_mean")
+#: the scenarios whose latency means calibration fits: Interactive runs sit at moderate load, where
+#: the mean TPOT measures the engine's step time; Server runs sit close to capacity, where the
+#: model's open-loop TPOT is too low (docs/validation.md) and fitting it would slow the engine at
+#: every load -- their latency cases are validated only
+FITTED_SCENARIOS = ("mlperf_interactive",)
+#: a latency entry belongs to a row when their completed tokens/s agree this closely (relative)
+MATCH_RTOL = 1e-3
+
+
+def load_latency(path: Path = MLPERF_LATENCY) -> dict[str, dict[str, Any]]:
+    """The file's entries by row id (empty when the file is absent)."""
+    if not path.exists():
+        return {}
+    data = read_yaml(path)
+    rows = data.get("rows") if isinstance(data, dict) else None
+    return {str(r["id"]): r for r in rows or [] if isinstance(r, dict) and r.get("id") and not r.get("missing")}
+
+
+def latency_cases(parents: list[Case], entries: dict[str, dict[str, Any]] | None = None) -> list[Case]:
+    """The latency cases of the Server/Interactive rows among ``parents`` (module docstring)."""
+    from explorer.validate import Case
+
+    entries = load_latency() if entries is None else entries
+    out: list[Case] = []
+    for p in parents:
+        if not (p.supported and p.kind == "system" and not p.saturated):
+            continue
+        e = entries.get(p.id)
+        if e is None:
+            continue
+        tok = e.get("completed_tokens_per_s")
+        rate = e.get("completed_samples_per_s")
+        if not (isinstance(tok, int | float) and isinstance(rate, int | float) and rate > 0
+                and math.isclose(float(tok), p.measured, rel_tol=MATCH_RTOL)):
+            continue
+        for suffix, (metric, key, stat, _col) in STATS.items():
+            v = (e.get(key) or {}).get(stat)
+            if not isinstance(v, int | float) or not v > 0:
+                continue
+            c = Case(f"{p.id}:{suffix}", metric, "ms", float(v), kind="system_latency",
+                     regime=f"{p.regime}_{suffix}", hardware=p.hardware, values=dict(p.values),
+                     num_gpus=p.num_gpus, trust=p.trust, runtime=p.runtime, family=p.family)
+            c.parent, c.rate_per_system = p.id, float(rate)
+            out.append(c)
+    return out
+
+
+def split_of(note: str) -> tuple[int, int, int, int] | None:
+    """(tp, ep, dp, replicas) from the 'tp=T ep=E dp=D x R replicas' note a system prediction leaves."""
+    m = re.search(r"tp=(\d+) ep=(\d+) dp=(\d+) x (\d+) replicas", note)
+    return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+
+
+def operating_values(case: Case, parent: Case, rt: Runtime) -> dict[str, Any] | None:
+    """The design values of a latency case: its parent's chosen split, open loop at the run's rate
+    per replica, the runtime's maximum running requests as the batch cap (as :mod:`explorer.sla`).
+    None when the parent has no prediction to take the split from."""
+    got = split_of(parent.note) if parent.supported else None
+    if got is None:
+        return None
+    t, e, dp, replicas = got
+    v = {k: x for k, x in case.values.items() if k not in ("tp_open", "ttft_limit_ms", "tpot_limit_ms")}
+    v.update(tp=t, ep=e, dp=dp, request_rate=case.rate_per_system / replicas,
+             batch=max(int(rt.max_batch), int(parent.chosen_batch or 1)))
+    return v
+
+
+def predict_latency(cases: list[Case], parents: dict[str, Case], hw: Any, rt: Any) -> np.ndarray:
+    """Predicted value (ms) of every latency case, in one simulator call; NaN (and the case marked
+    unsupported with the reason) where the parent row has no prediction.  ``hw``/``rt``: name ->
+    Hardware / Runtime."""
+    from explorer.design import build_design
+    from explorer.simulate import simulate
+
+    out = np.full(len(cases), np.nan)
+    rows: list[dict[str, Any]] = []
+    idx: list[int] = []
+    for i, c in enumerate(cases):
+        parent = parents.get(c.parent)
+        runtime: Runtime = rt(c.values.get("runtime") or "mlperf")
+        v = operating_values(c, parent, runtime) if parent is not None else None
+        if v is None:
+            c.supported, c.reason = False, "its throughput row has no prediction to take the deployment from"
+            continue
+        hardware: Hardware = hw(c.hardware)
+        rows.append(dict(v, hardware=hardware, runtime=runtime))
+        idx.append(i)
+    if not rows:
+        return out
+    from explorer.validate import OPTIONAL_VALUES, SPEC_VALUES
+
+    defaults = {**OPTIONAL_VALUES, **SPEC_VALUES}
+    serverless = np.array([bool(r.get("serverless", False)) for r in rows])
+    vals: dict[str, Any] = {}
+    for k in sorted({k for r in rows for k in r} - {"serverless"}):
+        column = [r.get(k, defaults.get(k)) for r in rows]
+        vals[k] = np.array(column, dtype=object) if k in ("hardware", "model", "precision", "runtime") else np.array(column)
+    design, table = build_design(vals, "validate")
+    design["rt_request_s"] = np.where(serverless, 0.0, design["rt_request_s"])
+    res = simulate(design, table)
+    for j, i in enumerate(idx):
+        c = cases[i]
+        col = STATS[c.id.rsplit(":", 1)[1]][3]
+        out[i] = float(res[col][j]) * 1e3
+        if not res["feasible"][j]:
+            c.note = (f"the engine is overloaded in the model at the run's rate (reason code "
+                      f"{int(res['reason_code'][j])}): the model's capacity is below the measured rate")
+        else:
+            c.note = f"at {float(design['request_rate'][j]):.4g} requests/s per replica"
+    return out

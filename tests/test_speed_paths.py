@@ -1,0 +1,86 @@
+"""The simulator's speed-ups change no figure, bit for bit: GEMM costs carried between the
+closed-loop passes (``EXPLORER_REUSE``, explorer/simulate.py ``_HW.run_gemms``) against recomputing
+every GEMM, on the numpy reference path and the compiled one; and the memo's partial recomputation
+against a fresh call, field by field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import speed_reference as R
+
+from explorer.costs.gemm import GemmCost, fast_path_available
+from explorer.design import build_design
+from explorer.simulate import _prepare, simulate
+
+#: the frozen tables, cut to keep the test short (every kind of row is still there)
+ROWS = {"random": 6_000, "runtimes": 3_000, "open": 1_500, "spec": 1_500, "mtp": 600}
+
+
+@pytest.fixture(scope="module")
+def designs():
+    out = {}
+    for name, v in R.tables().items():
+        n = ROWS[name]
+        v = {k: (np.asarray(x)[:n] if np.ndim(x) else x) for k, x in v.items()}
+        out[name] = build_design(v, "paths")
+    return out
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    if request.param == "numpy":
+        monkeypatch.setenv("EXPLORER_NUMBA", "0")
+    else:
+        monkeypatch.delenv("EXPLORER_NUMBA", raising=False)
+        if not fast_path_available():
+            pytest.skip("numba not installed: the compiled GEMM path is off")
+    return request.param
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_reuse_between_passes_changes_nothing(designs, name, path, monkeypatch):
+    design, table = designs[name]
+    monkeypatch.setenv("EXPLORER_REUSE", "0")
+    fresh = simulate(design, table)
+    monkeypatch.setenv("EXPLORER_REUSE", "1")
+    _same(simulate(design, table), fresh)
+
+
+def test_memo_recomputes_exactly_the_moved_gemms(designs, path):
+    """Two calls from one site, the second with a share of the batches moved: every field equals a
+    call without the memo; and the first call's inputs again give its figures back."""
+    design, table = designs["random"]
+    one = {k: v for k, v in design.items()}
+    idx = np.asarray(one["hw_idx"])
+    keep = idx == idx[0]  # one hardware kind per _HW
+    one = {k: (np.asarray(v)[keep] if np.ndim(v) else v) for k, v in one.items()}
+    env = _prepare(one, table)
+    s, hw = env["s"], env["hw"]
+    n = len(s.H)
+    rng = np.random.default_rng(1)
+
+    def requests(m):
+        return [(m, s.n_in, s.H, s.b_a, s.b_w, s.b_a, 1.0, None, False),
+                (m, s.g * s.F / s.t, s.H, s.b_a, s.b_w, s.b_a, 1.0, None, False),
+                (m, s.V / s.t, s.H, s.b_a, 2.0, 4.0, 1.0, hw.bf16_peak, False),
+                (m * 0.3, s.g * s.Fe / s.te, s.H, s.b_a, s.b_w, s.b_a, np.maximum(s.E_loc * 0.5, 0.0), None, True)]
+
+    m1 = rng.integers(1, 600, n).astype(float)
+    m2 = np.where(rng.random(n) < 0.3, m1 + rng.integers(1, 50, n), m1)
+    first = [GemmCost(*(np.array(f) for f in vars(g).values())) for g in hw.run_gemms(requests(m1), site="t")]
+    second = hw.run_gemms(requests(m2), site="t")
+    want = hw.run_gemms(requests(m2))
+    for got, ref in zip(second, want, strict=True):
+        for f in vars(ref):
+            np.testing.assert_array_equal(getattr(got, f), getattr(ref, f), err_msg=f)
+    again = hw.run_gemms(requests(m1), site="t")
+    for got, ref in zip(again, first, strict=True):
+        for f in vars(ref):
+            np.testing.assert_array_equal(getattr(got, f), getattr(ref, f), err_msg=f)
