@@ -69,3 +69,18 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def gemm_path(request, monkeypatch):
+    """Both GEMM code paths: numpy's :func:`explorer.costs.gemm.gemm_cost` (the reference) and the
+    compiled kernel (skipped where numba is not installed)."""
+    from explorer.costs.gemm import fast_path_available
+
+    if request.param == "numpy":
+        monkeypatch.setenv("EXPLORER_NUMBA", "0")
+    else:
+        monkeypatch.delenv("EXPLORER_NUMBA", raising=False)
+        if not fast_path_available():
+            pytest.skip("numba not installed: the compiled GEMM path is off")
+    return request.param

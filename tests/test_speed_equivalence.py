@@ -39,21 +39,9 @@ def _close(name: str, k: str, got, want) -> None:
     assert not bad.any(), (name, k, int(bad.sum()), g[bad][:5], w[bad][:5])
 
 
-@pytest.fixture(params=["numpy", "numba"])
-def path(request, monkeypatch):
-    """Both GEMM code paths: numpy's :func:`gemm_cost` (the reference) and the compiled kernel."""
-    if request.param == "numpy":
-        monkeypatch.setenv("EXPLORER_NUMBA", "0")
-    else:
-        monkeypatch.delenv("EXPLORER_NUMBA", raising=False)
-        if not fast_path_available():
-            pytest.skip("numba not installed: the compiled GEMM path is off")
-    return request.param
-
-
 @pytest.mark.parametrize("detail", [True, False])
 @pytest.mark.parametrize("name", ["random", "runtimes", "open", "spec", "mtp"])
-def test_matches_frozen_reference(reference, designs, name, detail, path):
+def test_matches_frozen_reference(reference, designs, name, detail, gemm_path):
     design, table = designs[name]
     res = simulate(design, table, detail=detail)
     for k in R.COLUMNS:
@@ -63,7 +51,7 @@ def test_matches_frozen_reference(reference, designs, name, detail, path):
         _close(name, k, res[k], reference[f"{name}/{k}"])
 
 
-def test_scalar_rows_match_the_grid(reference, designs, path):
+def test_scalar_rows_match_the_grid(reference, designs, gemm_path):
     """One-row calls (what api.evaluate runs) agree with the vectorized call, row by row."""
     design, table = designs["random"]
     rows = np.random.default_rng(3).choice(len(design["hidden"]), 40, replace=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import speed_reference as R
 
-from explorer.costs.gemm import GemmCost, fast_path_available
+from explorer.costs.gemm import GemmCost
 from explorer.design import build_design
 from explorer.simulate import _prepare, simulate
 
@@ -27,17 +27,6 @@ def designs():
     return out
 
 
-@pytest.fixture(params=["numpy", "numba"])
-def path(request, monkeypatch):
-    if request.param == "numpy":
-        monkeypatch.setenv("EXPLORER_NUMBA", "0")
-    else:
-        monkeypatch.delenv("EXPLORER_NUMBA", raising=False)
-        if not fast_path_available():
-            pytest.skip("numba not installed: the compiled GEMM path is off")
-    return request.param
-
-
 def _same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for k in a:
@@ -45,7 +34,7 @@ def _same(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize("name", list(ROWS))
-def test_reuse_between_passes_changes_nothing(designs, name, path, monkeypatch):
+def test_reuse_between_passes_changes_nothing(designs, name, gemm_path, monkeypatch):
     design, table = designs[name]
     monkeypatch.setenv("EXPLORER_REUSE", "0")
     fresh = simulate(design, table)
@@ -53,7 +42,7 @@ def test_reuse_between_passes_changes_nothing(designs, name, path, monkeypatch):
     _same(simulate(design, table), fresh)
 
 
-def test_memo_recomputes_exactly_the_moved_gemms(designs, path):
+def test_memo_recomputes_exactly_the_moved_gemms(designs, gemm_path):
     """Two calls from one site, the second with a share of the batches moved: every field equals a
     call without the memo; and the first call's inputs again give its figures back."""
     design, table = designs["random"]
