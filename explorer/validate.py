@@ -35,6 +35,7 @@ Mapping rules (each one a documented assumption):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -63,12 +64,26 @@ MLPERF_DATASET_OF = {"mixtral-8x7b": "mixtral-8x7b", "llama-3.1-8b": "llama3.1-8
                      "llama-3.1-405b": "llama3.1-405b"}
 
 
+def _mlperf_datasets() -> dict[str, Any]:
+    """The datasets of validation/mlperf_datasets.yaml (read once per file version: a validation
+    file asks for every row)."""
+    if not MLPERF_DATASETS.exists():
+        return {}
+    st = MLPERF_DATASETS.stat()
+    return _read_datasets(str(MLPERF_DATASETS), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_datasets(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return dict(read_yaml(path).get("datasets") or {})
+
+
 def mlperf_dataset_cv(model: str) -> tuple[float, float] | None:
     """Coefficients of variation (input, output) of the preset's MLPerf dataset lengths, if known."""
     key = MLPERF_DATASET_OF.get(model)
-    if key is None or not MLPERF_DATASETS.exists():
+    if key is None:
         return None
-    ds = (read_yaml(MLPERF_DATASETS).get("datasets") or {}).get(key) or {}
+    ds = _mlperf_datasets().get(key) or {}
     if "cv_input" not in ds or "cv_output" not in ds:
         return None
     return float(ds["cv_input"]), float(ds["cv_output"])
@@ -77,9 +92,9 @@ def mlperf_dataset_cv(model: str) -> tuple[float, float] | None:
 def mlperf_dataset_lengths(model: str) -> tuple[float, float] | None:
     """(mean input, mean output) tokens of the MLPerf dataset the preset ``model`` is benchmarked on."""
     key = MLPERF_DATASET_OF.get(model)
-    if key is None or not MLPERF_DATASETS.exists():
+    if key is None:
         return None
-    ds = (read_yaml(MLPERF_DATASETS).get("datasets") or {}).get(key)
+    ds = _mlperf_datasets().get(key)
     if not ds:
         return None
     return float(ds["mean_input_tokens"]), float(ds["mean_output_tokens"])
@@ -509,11 +524,13 @@ SERVED_KINDS = ("inference", "curve")
 
 
 def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
-            runtimes: dict[str, Runtime] | None = None) -> np.ndarray:
+            runtimes: dict[str, Runtime] | None = None, systems: bool = True) -> np.ndarray:
     """Predicted value (in each case's unit) for every case; NaN for unsupported ones.
 
     ``hardware`` overrides kinds by name and ``runtimes`` runtime profiles by name (calibration
-    passes candidate factors this way).  All served cases (points and curves) are scored in one
+    passes candidate factors this way).  ``systems=False`` leaves the MLPerf system rows (a split and
+    rate search each) unpredicted, NaN; their latency cases then use the split already in the row's
+    note.  All served cases (points and curves) are scored in one
     vectorized simulator call.
     """
     hw_of = dict(hardware or {})
@@ -596,7 +613,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 if cases[src].note and not cases[ci].note.startswith("derived"):
                     cases[ci].note = cases[ci].note or cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
-    system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system"]
+    system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system" and systems]
     for ci in system:
         out[ci] = _predict_system(cases[ci], hw(cases[ci].hardware), rt(cases[ci].values.get("runtime") or DEFAULT_RUNTIME))
     latency = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system_latency"]
@@ -673,8 +690,11 @@ def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardwa
     names = sorted({c.hardware for c in cases if c.supported and c.hardware})
     rt_names = sorted({c.values.get("runtime") or DEFAULT_RUNTIME for c in cases
                        if c.supported and c.kind in SERVED_KINDS})
+    # the roofline of every served case (system rows have none: their latency cases are bounded at
+    # the split and rate their own prediction chose, so their rate searches are not run again)
     roof = predict(cases, {n: ideal((hardware or {}).get(n) or load_hardware(n)) for n in names},
-                   {r: ideal_runtime((runtimes or {}).get(r) or load_runtime(r), names) for r in rt_names})
+                   {r: ideal_runtime((runtimes or {}).get(r) or load_runtime(r), names) for r in rt_names},
+                   systems=False)
     rows = []
     for c, p, r in zip(cases, pred, roof, strict=True):
         ok = c.supported and math.isfinite(p)
