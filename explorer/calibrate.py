@@ -84,10 +84,14 @@ EFFICIENCY_EXTRA = ("moe_group_us",)
 
 def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
     """Every case of every file (missing optional files are skipped)."""
+    from explorer.mlperf_latency import latency_cases
+
     out: list[Case] = []
     for f in files:
         if Path(f).exists() or str(f) == str(DEFAULT_MEASUREMENTS):
             out.extend(load_cases(f))
+    # the MLPerf runs' measured latencies (validation/mlperf_latency.yaml) of the system rows loaded
+    out.extend(latency_cases([c for c in out if c.kind == "system"]))
     return fixed_system_cases(out)
 
 

@@ -12,8 +12,11 @@ them, copied with their sources.  For each row with such an entry this module ad
   deployment the row's own prediction chose, :mod:`explorer.systems`);
 * ``<id>:tpot_p99``, ``<id>:ttft_p99`` -- the p99s at the same rate (:mod:`explorer.open_loop`).
 
-Calibration fits the runtime profile on the two means (the engine's speed: one simulator call, no
-rate search); the p99 cases and the throughput rows themselves stay held out.  A row whose entry
+Calibration fits the runtime profile on the two means of the Interactive runs (the engine's
+speed: one simulator call, no rate search); the p99 cases, the Server runs' latencies and the
+throughput rows themselves stay held out.  ``explorer validate --measurements
+validation/mlperf_latency.yaml`` scores the latency cases with their rows; ``validate`` of
+``mlperf.yaml`` alone scores the rows only.  A row whose entry
 does not match it (another ``completed_tokens_per_s``) gets no latency cases.
 
 MLPerf LoadGen's TPOT of a sample is (latency - TTFT) / (tokens - 1); its mean is over samples.
@@ -94,6 +97,42 @@ def latency_cases(parents: list[Case], entries: dict[str, dict[str, Any]] | None
             c.parent, c.rate_per_system = p.id, float(rate)
             out.append(c)
     return out
+
+
+def latency_file_cases(data: dict[str, Any], path: Path) -> list[Case]:
+    """The cases of a latency file read as a validation file (``explorer validate --measurements
+    validation/mlperf_latency.yaml``): the system rows of the file its ``meta.rows_file`` names
+    (default: ``mlperf.yaml`` beside it) that the entries refer to, then each entry's latency
+    cases; an entry without statistics, without its row, or whose tokens/s differ from the row's is
+    one unsupported case with the reason."""
+    from explorer.errors import SpecError
+    from explorer.validate import Case, load_cases
+
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    rows_file = path.parent / str(meta.get("rows_file") or "mlperf.yaml")
+    if not rows_file.exists():
+        raise SpecError(str(path), "meta.rows_file", f"the system rows file {rows_file} does not exist "
+                                                     "(name it relative to this file)")
+    rows = {c.id: c for c in load_cases(rows_file)}
+    parents = {i: c for i, c in rows.items() if c.kind == "system"}
+    raw = [r for r in data["rows"] if isinstance(r, dict)]
+    entries = {str(r["id"]): r for r in raw if r.get("id") and not r.get("missing")}
+    lat = latency_cases(list(parents.values()), entries)
+    have = {c.parent for c in lat}
+    out: list[Case] = [parents[i] for i in parents if i in have]
+    bad: list[Case] = []
+    for i, r in enumerate(raw):
+        rid = str(r.get("id") or f"#{i}")
+        if rid in have:
+            continue
+        why = (f"no statistics: {r['missing']}" if r.get("missing") else
+               f"no row '{rid}' in {rows_file.name}" if rid not in rows else
+               f"its row is not scored: {rows[rid].reason}" if not rows[rid].supported else
+               "not a Server or Interactive system row" if rid not in parents or parents[rid].saturated else
+               f"completed_tokens_per_s {r.get('completed_tokens_per_s')!r} is not the row's value "
+               f"{parents[rid].measured:g}, or the rate is missing")
+        bad.append(Case(f"{rid}:latency", "inter_token_latency", "ms", float("nan"), supported=False, reason=why))
+    return out + lat + bad
 
 
 def split_of(note: str) -> tuple[int, int, int, int] | None:

@@ -430,8 +430,9 @@ def _speculation(raw: dict, mtp_named: bool) -> dict[str, Any]:
 
 def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     """Read a validation file of any shipped shape: points (``measurements.yaml``: a
-    ``measurements:`` list of metric rows), curves (``fronts.yaml``: ``curves:`` + ``rows:``) or
-    kernels (``kernels.yaml``: ``measurements:`` rows with a ``kind``).  An unreadable file raises
+    ``measurements:`` list of metric rows), curves (``fronts.yaml``: ``curves:`` + ``rows:``),
+    kernels (``kernels.yaml``: ``measurements:`` rows with a ``kind``) or MLPerf run latencies
+    (``mlperf_latency.yaml``: ``meta:`` + ``rows:``, read with the system rows they refer to).  An unreadable file raises
     SpecError naming it; bad cases are kept, unsupported, with their reason."""
     from explorer.curves import curve_cases, is_curves_file
 
@@ -449,13 +450,15 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
             if cases[i].supported:
                 cases[i].note = (f"precision not stated: '{rows[i]['precision']}' from the file's other rows of "
                                  "the same model and GPU")
-        # MLPerf Server/Interactive rows with the run's measured latencies: four more cases each
-        from explorer.mlperf_latency import latency_cases
+    elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "meta" in data:
+        # MLPerf runs' measured latencies (validation/mlperf_latency.yaml): their rows' cases + four each
+        from explorer.mlperf_latency import latency_file_cases
 
-        cases += latency_cases(cases)
+        cases = latency_file_cases(data, Path(path))
     else:
-        raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels) "
-                                                   "or 'curves:' and 'rows:' lists (serving curves)")
+        raise SpecError(str(path), "measurements", "expected a top-level 'measurements:' list (points or kernels), "
+                                                   "'curves:' and 'rows:' lists (serving curves) or 'meta:' and "
+                                                   "'rows:' (MLPerf run latencies)")
     return mark_duplicate_ids(cases)
 
 
