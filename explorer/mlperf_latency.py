@@ -108,7 +108,8 @@ def latency_file_cases(data: dict[str, Any], path: Path) -> list[Case]:
     from explorer.errors import SpecError
     from explorer.validate import Case, load_cases
 
-    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    meta_raw = data.get("meta")
+    meta: dict[str, Any] = meta_raw if isinstance(meta_raw, dict) else {}
     rows_file = path.parent / str(meta.get("rows_file") or "mlperf.yaml")
     if not rows_file.exists():
         raise SpecError(str(path), "meta.rows_file", f"the system rows file {rows_file} does not exist "
