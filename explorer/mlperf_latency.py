@@ -114,6 +114,10 @@ def latency_file_cases(data: dict[str, Any], path: Path) -> list[Case]:
     if not rows_file.exists():
         raise SpecError(str(path), "meta.rows_file", f"the system rows file {rows_file} does not exist "
                                                      "(name it relative to this file)")
+    target = read_yaml(rows_file)
+    if not (isinstance(target, dict) and isinstance(target.get("measurements"), list)):
+        raise SpecError(str(path), "meta.rows_file", f"{rows_file.name} is not a file of MLPerf system rows "
+                                                     "(a top-level 'measurements:' list, as validation/mlperf.yaml)")
     rows = {c.id: c for c in load_cases(rows_file)}
     parents = {i: c for i, c in rows.items() if c.kind == "system"}
     raw = [r for r in data["rows"] if isinstance(r, dict)]

@@ -105,3 +105,19 @@ def test_shipped_latency_file_matches_its_rows():
         key, p = {"tpot_mean": ("tpot_ms", "mean"), "ttft_mean": ("ttft_ms", "mean"),
                   "tpot_p99": ("tpot_ms", "p99"), "ttft_p99": ("ttft_ms", "p99")}[stat]
         assert c.measured == entries[c.parent][key][p]
+
+
+def test_latency_file_errors_are_one_line(tmp_path):
+    """A latency file whose rows file is missing, or is itself a latency file, is one clear error
+    (exit 2), never a traceback or a recursion."""
+    import subprocess
+    import sys
+
+    lat = tmp_path / "lat.yaml"
+    for rows_file, why in (("nope.yaml", "does not exist"), ("lat.yaml", "not a file of MLPerf system rows")):
+        lat.write_text(f"meta: {{rows_file: {rows_file}}}\nrows: [{{id: x}}]\n")
+        p = subprocess.run([sys.executable, "-m", "explorer", "validate", "--measurements", str(lat)],
+                           capture_output=True, text=True)
+        assert p.returncode == 2, p.stderr
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+        assert "meta.rows_file" in p.stderr and why in p.stderr
