@@ -107,7 +107,7 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
     The Server/Interactive throughput rows themselves (a rate search per evaluation) and the p99
     latency cases stay out of the fit and are validated only -- held out by construction."""
     from explorer.mlperf_latency import FITTED_SCENARIOS, FITTED_STATS, operating_values
-    from explorer.validate import _predict_system
+    from explorer.validate import _predict_system, split_of
 
     by_id = {c.id: c for c in cases if c.kind == "system"}
     for c in cases:
@@ -116,7 +116,10 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
         got = _predict_system(c, load_hardware(c.hardware), load_runtime(c.values.get("runtime") or "trtllm"))
         if not c.supported or not np.isfinite(got):
             continue
-        t, e, dp = _split_of(c.note)
+        split = split_of(c.note)
+        if split is None:
+            raise ValueError(f"no split in note {c.note!r}")
+        t, e, dp, _ = split
         c.values = {k: v for k, v in c.values.items() if k not in ("tp_open", "ttft_limit_ms", "tpot_limit_ms")}
         c.values.update(tp=t, ep=e, dp=dp)
         c.kind = "inference"
@@ -137,14 +140,6 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
             continue
         c.values, c.kind = v, "inference"
     return cases
-
-
-def _split_of(note: str) -> tuple[int, int, int]:
-    """(tp, ep, dp) from the 'tp=T ep=E dp=D x R replicas' note _predict_system leaves."""
-    m = re.search(r"tp=(\d+) ep=(\d+) dp=(\d+) x", note)
-    if not m:
-        raise ValueError(f"no split in note {note!r}")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
 def _group(c: Case) -> str:

@@ -28,13 +28,14 @@ percentile model predicts).
 from __future__ import annotations
 
 import math
-import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from explorer.specio import read_yaml
+from explorer.validate import split_of as split_of  # the split note's reader (re-exported)
 
 if TYPE_CHECKING:
     from explorer.hardware import Hardware
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 #: validation/mlperf_latency.yaml (shipped next to mlperf.yaml)
 MLPERF_LATENCY = Path(__file__).resolve().parent.parent / "validation" / "mlperf_latency.yaml"
-#: case suffix -> (metric, the file's statistics key, its percentile key, simulator column)
+#: case suffix -> (metric, the file's statistics key, its percentile key, simulator column in s)
 STATS: dict[str, tuple[str, str, str, str]] = {
     "tpot_mean": ("inter_token_latency", "tpot_ms", "mean", "tpot_s"),
     "ttft_mean": ("first_token_latency", "ttft_ms", "mean", "ttft_s"),
@@ -94,7 +95,7 @@ def latency_cases(parents: list[Case], entries: dict[str, dict[str, Any]] | None
             c = Case(f"{p.id}:{suffix}", metric, "ms", float(v), kind="system_latency",
                      regime=f"{p.regime}_{suffix}", hardware=p.hardware, values=dict(p.values),
                      num_gpus=p.num_gpus, trust=p.trust, runtime=p.runtime, family=p.family)
-            c.parent, c.rate_per_system = p.id, float(rate)
+            c.parent, c.rate_per_system, c.column = p.id, float(rate), STATS[suffix][3]
             out.append(c)
     return out
 
@@ -140,12 +141,6 @@ def latency_file_cases(data: dict[str, Any], path: Path) -> list[Case]:
     return out + lat + bad
 
 
-def split_of(note: str) -> tuple[int, int, int, int] | None:
-    """(tp, ep, dp, replicas) from the 'tp=T ep=E dp=D x R replicas' note a system prediction leaves."""
-    m = re.search(r"tp=(\d+) ep=(\d+) dp=(\d+) x (\d+) replicas", note)
-    return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
-
-
 def operating_values(case: Case, parent: Case, rt: Runtime) -> dict[str, Any] | None:
     """The design values of a latency case: its parent's chosen split, open loop at the run's rate
     per replica, the runtime's maximum running requests as the batch cap (as :mod:`explorer.sla`).
@@ -160,46 +155,34 @@ def operating_values(case: Case, parent: Case, rt: Runtime) -> dict[str, Any] | 
     return v
 
 
-def predict_latency(cases: list[Case], parents: dict[str, Case], hw: Any, rt: Any) -> np.ndarray:
-    """Predicted value (ms) of every latency case, in one simulator call; NaN (and the case marked
-    unsupported with the reason) where the parent row has no prediction.  ``hw``/``rt``: name ->
-    Hardware / Runtime."""
-    from explorer.design import build_design
-    from explorer.simulate import simulate
+def predict_latency(cases: list[Case], parents: dict[str, Case], hardware: dict[str, Hardware],
+                    runtimes: dict[str, Runtime]) -> np.ndarray:
+    """Predicted value (ms) of every latency case: each becomes a served design point at its
+    operating values (:func:`operating_values`) scored by :func:`explorer.validate.predict`'s one
+    vectorized call; NaN (and the case marked unsupported with the reason) where the parent row has
+    no prediction.  ``hardware``/``runtimes`` override kinds and profiles by name, as in ``predict``."""
+    from explorer.runtime import load_runtime
+    from explorer.validate import predict
 
     out = np.full(len(cases), np.nan)
-    rows: list[dict[str, Any]] = []
+    points: list[Case] = []
     idx: list[int] = []
     for i, c in enumerate(cases):
         parent = parents.get(c.parent)
-        runtime: Runtime = rt(c.values.get("runtime") or "mlperf")
+        name = c.values.get("runtime") or "mlperf"
+        runtime = runtimes.get(name) or load_runtime(name)
         v = operating_values(c, parent, runtime) if parent is not None else None
         if v is None:
             c.supported, c.reason = False, "its throughput row has no prediction to take the deployment from"
             continue
-        hardware: Hardware = hw(c.hardware)
-        rows.append(dict(v, hardware=hardware, runtime=runtime))
+        points.append(replace(c, kind="inference", values=v, note=""))
         idx.append(i)
-    if not rows:
+    if not points:
         return out
-    from explorer.validate import OPTIONAL_VALUES, SPEC_VALUES
-
-    defaults = {**OPTIONAL_VALUES, **SPEC_VALUES}
-    serverless = np.array([bool(r.get("serverless", False)) for r in rows])
-    vals: dict[str, Any] = {}
-    for k in sorted({k for r in rows for k in r} - {"serverless"}):
-        column = [r.get(k, defaults.get(k)) for r in rows]
-        vals[k] = np.array(column, dtype=object) if k in ("hardware", "model", "precision", "runtime") else np.array(column)
-    design, table = build_design(vals, "validate")
-    design["rt_request_s"] = np.where(serverless, 0.0, design["rt_request_s"])
-    res = simulate(design, table)
+    got = predict(points, hardware, runtimes)
     for j, i in enumerate(idx):
-        c = cases[i]
-        col = STATS[c.id.rsplit(":", 1)[1]][3]
-        out[i] = float(res[col][j]) * 1e3
-        if not res["feasible"][j]:
-            c.note = (f"the engine is overloaded in the model at the run's rate (reason code "
-                      f"{int(res['reason_code'][j])}): the model's capacity is below the measured rate")
-        else:
-            c.note = f"at {float(design['request_rate'][j]):.4g} requests/s per replica"
+        c, pt = cases[i], points[j]
+        out[i] = got[j]
+        c.note = (f"the engine is overloaded in the model at the run's rate: {pt.note}" if pt.note
+                  else f"at {pt.values['request_rate']:.4g} requests/s per replica")
     return out

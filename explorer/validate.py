@@ -161,6 +161,7 @@ class Case:
     runtime: str = ""  # serving-runtime profile (explorer/runtime.py)
     parent: str = ""  # a latency case's throughput row (explorer/mlperf_latency.py)
     rate_per_system: float = 0.0  # a latency case's measured requests/s over the whole system
+    column: str = ""  # a latency case's simulator column (seconds), reported in ms
 
 
 def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
@@ -507,6 +508,8 @@ CURVE_METRICS = {"tok_s_gpu": "tokens_per_s_per_gpu", "tok_s_user": "tokens_per_
 
 
 def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
+    if case.column:  # an MLPerf run's latency statistic (explorer/mlperf_latency.py)
+        return float(res[case.column][i]) * 1e3
     field_ = CURVE_METRICS[case.metric] if case.kind == "curve" else INFERENCE_METRICS[case.metric][0]
     if field_ == "tokens_per_s_total":
         return float(res["tokens_per_s_per_gpu"][i]) * case.num_gpus
@@ -624,7 +627,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         from explorer.mlperf_latency import predict_latency
 
         by_id = {c.id: c for c in cases if c.kind == "system"}
-        out[np.array(latency)] = predict_latency([cases[ci] for ci in latency], by_id, hw, rt)
+        out[np.array(latency)] = predict_latency([cases[ci] for ci in latency], by_id, hw_of, rt_of)
     # kernel rows (kernels.yaml, and the GEMM/all-reduce rows of measurements.yaml, which parse into
     # the same shape) are scored by explorer.kernel_cases' cost functions
     kernel_like = [ci for ci, c in enumerate(cases)
@@ -640,6 +643,16 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         h = hw(c.hardware)  # STREAM triad: the achievable bandwidth
         out[ci] = h.hbm_bw * h.eta_memory / 1e12
     return out
+
+
+#: the split a system row's prediction leaves in its note (read back by calibration and the latency cases)
+SPLIT_NOTE = re.compile(r"tp=(\d+) ep=(\d+) dp=(\d+) x (\d+) replicas")
+
+
+def split_of(note: str) -> tuple[int, int, int, int] | None:
+    """(tp, ep, dp, replicas) of the split :func:`_predict_system` left in a note, or None."""
+    m = SPLIT_NOTE.search(note)
+    return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
 
 def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
@@ -662,7 +675,7 @@ def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
         return float("nan")
     case.chosen_batch = got.batch
     split = f"tp={got.tp} ep={got.ep} dp={got.dp} x {got.replicas} replicas"
-    rest = re.sub(r"(; )?tp=\d+ ep=\d+ dp=\d+ x \d+ replicas", "", case.note)  # this call's split replaces any earlier
+    rest = re.sub(r"(; )?" + SPLIT_NOTE.pattern, "", case.note)  # this call's split replaces any earlier
     case.note = (rest + "; " if rest else "") + split
     return got.tokens_per_s_system
 

@@ -45,7 +45,7 @@ def test_predicted_open_loop_at_the_runs_rate_per_replica():
     parent, lat = _cases()
     hw, rt = load_hardware("h200"), load_runtime("mlperf")
     parent.note, parent.chosen_batch = "tp=1 ep=1 dp=1 x 8 replicas", 64
-    got = predict_latency(lat, {parent.id: parent}, lambda n: hw, lambda n: rt)
+    got = predict_latency(lat, {parent.id: parent}, {"h200": hw}, {"mlperf": rt})
     # by hand: 79.1636 requests/s over 8 TP1 replicas, the runtime's running-request cap as the batch
     v = dict(model="llama-2-70b", hardware="h200", precision=parent.values["precision"], isl=222, osl=294, tp=1,
              runtime="mlperf", batch=rt.max_batch, request_rate=79.1636 / 8,
@@ -60,7 +60,7 @@ def test_predicted_open_loop_at_the_runs_rate_per_replica():
     # a parent without a prediction leaves its latency cases unsupported, with the reason
     parent.note = ""
     _, lat2 = _cases()
-    assert np.isnan(predict_latency(lat2, {parent.id: parent}, lambda n: hw, lambda n: rt)).all()
+    assert np.isnan(predict_latency(lat2, {parent.id: parent}, {"h200": hw}, {"mlperf": rt})).all()
     assert not lat2[0].supported and "deployment" in lat2[0].reason
 
 
