@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from explorer import __version__
 from explorer.errors import ExplorerError
-from explorer.interrupts import terminate_as_interrupt
+from explorer.interrupts import clear_stale_interrupt, terminate_as_interrupt
 
 COMMAND_MODULES = ("evaluate", "catalog", "sweep", "report", "compare", "validate", "calibrate")
 
@@ -40,20 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     command = "explorer"
-    with terminate_as_interrupt():  # one signal policy: SIGTERM is Ctrl-C (explorer/interrupts.py)
-        try:
-            parser = build_parser()
-            args = parser.parse_args(argv)
-            command = f"explorer {args.command}"
-            return int(args.func(args) or 0)
-        except ExplorerError as e:
-            print(f"{command}: error: {_one_line(str(e))}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print(f"{command}: interrupted", file=sys.stderr)
-            return 130
-        except BrokenPipeError:
-            return 0
+    try:
+        with terminate_as_interrupt():  # one signal policy: SIGTERM is Ctrl-C (explorer/interrupts.py)
+            try:
+                parser = build_parser()
+                args = parser.parse_args(argv)
+                command = f"explorer {args.command}"
+                return int(args.func(args) or 0)
+            except ExplorerError as e:
+                print(f"{command}: error: {_one_line(str(e))}", file=sys.stderr)
+                return 2
+            except KeyboardInterrupt:
+                print(f"{command}: interrupted", file=sys.stderr)
+                return 130
+            except BrokenPipeError:
+                return 0
+    finally:  # every way out, SystemExit from argparse included: our exit code, not SIGINT
+        clear_stale_interrupt()
 
 
 def _one_line(message: str) -> str:
