@@ -63,6 +63,8 @@ def evaluate(
     prefill_tp: int = 1,
     prefill_pp: int = 1,
     pool_ratio: str | None = None,
+    batch_wait_iters: int = 0,
+    batch_wait_ratio: float = 0.0,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -141,6 +143,9 @@ def evaluate(
     base["batch"] = batch_value
     if request_rate is not None:
         base["request_rate"] = float(request_rate)
+    check_number(batch_wait_iters, "--batch-wait-iters", None, min_value=0, max_value=1e6, integer=True)
+    check_number(batch_wait_ratio, "--batch-wait-ratio", None, min_value=0, max_value=1)
+    base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio))
     design, table = build_design(base, "evaluate")
     res = add_cost(simulate(design, table), design, table, usd_per_gpu_hour, power_overhead_factor)
     out = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}

@@ -14,6 +14,12 @@ It steps the same engine the simulator costs (step times from
   (``x(b, q)``) whenever prompts wait, and the decoders wait for it.  ``x`` is the profile's chunk
   cost over batch and chunk size (interpolated in both; linear in ``q`` below one prompt's
   tokens), so a small chunk in a memory-bound step costs what the simulator says it costs;
+* context batching wait (explorer/batch_wait.py, TensorRT-LLM's ``batch_wait_timeout_iters`` and
+  ``batch_wait_max_tokens_ratio``): while requests decode, new prompts are held -- the step runs
+  decode only -- until they have been held ``batch_wait_iters`` steps (one counter, reset when
+  prompts are scheduled) or the step would carry ``batch_wait_ratio * max_tokens`` tokens (the
+  prompts that fit plus one per decoding request); a prompt already part-prefilled is never held
+  (assumption: TensorRT-LLM holds every context request, but its recipes never chunk 1k prompts);
 * decode: every running request gains one token per step; a request's first token comes when its
   last chunk finishes (plus the runtime's per-request work), and it then decodes ``OSL - 1``
   tokens.
@@ -84,6 +90,9 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
     isl, osl = int(round(profile["isl"])), int(round(profile["osl"]))
     req_s = float(profile["request_s"])
     mixed = bool(profile["mixed"])
+    wait_iters = float(profile.get("batch_wait_iters", 0.0))
+    wait_tokens = float(profile.get("batch_wait_ratio", 0.0)) * float(profile.get("max_tokens", 0.0))
+    held = 0  # steps the waiting prompts have been held (explorer/batch_wait.py)
 
     def at(tab: np.ndarray, b: float) -> float:
         return float(np.interp(max(b, 1.0), b_grid, tab))
@@ -124,6 +133,13 @@ def run_events(profile: Mapping, rate: float, requests: int = 3000, seed: int = 
         q_tokens, finished_prompts = 0, []
         budget_b = int(at(budget, b))
         room = b_cap - b
+        if wait_iters > 0 and queue and b > 0 and all(item[1] == int(isl_of[item[0]]) for item in queue):
+            pending = min(sum(item[1] for item in queue), budget_b) + b
+            if held < wait_iters and pending < wait_tokens:
+                held += 1
+                room = 0  # this step decodes only
+            else:
+                held = 0
         if queue and room > 0:
             left = budget_b
             for item in queue:

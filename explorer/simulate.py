@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from explorer import speculative
+from explorer.batch_wait import batch_mates, mean_wait_steps
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
@@ -66,7 +67,8 @@ from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
-                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
+                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters",
+                  "batch_wait_ratio", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
@@ -323,6 +325,9 @@ class _Shape:
         self.ttft_extra = _col(c, "ttft_extra_s") if "ttft_extra_s" in c else np.zeros(len(self.H))
         self.b_w, self.b_a, self.b_kv = _col(c, "b_w"), _col(c, "b_a"), _col(c, "b_kv")
         self.imb = _col(c, "moe_imbalance")
+        # context batching wait (explorer/batch_wait.py): iterations a new prompt may be held, token ratio
+        self.bw_iters = _col(c, "batch_wait_iters") if "batch_wait_iters" in c else np.zeros(len(self.H))
+        self.bw_ratio = _col(c, "batch_wait_ratio") if "batch_wait_ratio" in c else np.zeros(len(self.H))
         self.w_only = _col(c, "w_only") > 0 if "w_only" in c else np.zeros(len(self.H), dtype=bool)
         # serving runtime (explorer/runtime.py)
         self.rt_mixed = _col(c, "rt_mixed") > 0
@@ -583,6 +588,7 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     if spec:  # the caller counts prompts and chunk shares per output token; a step yields E of them
         n_pf = np.maximum(1.0, n_pf * s.spec_tokens)
         f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
+    arrivals = n_pf  # prompts arriving per step, before the one-prompt floor of a chunk
     b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
     b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
     budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
@@ -625,6 +631,11 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
                          chunk_steps * T_pre_step)
     ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
+    if np.any(s.bw_iters > 0):  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
+        # the held decode steps, then the batch's other prompts in the prompt's own step
+        held = (s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
+        ttft_service = ttft_service + T_dec * mean_wait_steps(*held) \
+            + np.maximum(1.0 + batch_mates(*held) - n_pf, 0.0) * tau
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
     if np.any(s.disagg):  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
@@ -940,7 +951,8 @@ def engine_profile(c: Mapping[str, np.ndarray], table: HardwareTable, batches,
     many prompt tokens adds to a mixed decode step, or a separate prefill step's whole time -- a
     chunk's cost is not linear in its tokens: a small chunk rides a memory-bound step nearly free),
     ``chunk_s_per_token`` (at the full budget, the old linear figure), and the row's scalars
-    ``b_cap``, ``isl``, ``osl``, ``request_s``, ``mixed``.
+    ``b_cap``, ``isl``, ``osl``, ``request_s``, ``mixed``, and the context batching wait
+    (``batch_wait_iters``, ``batch_wait_ratio``, ``max_tokens``: explorer/batch_wait.py).
     """
     b = np.asarray(batches, dtype=np.float64)
     row = {k: (np.repeat(np.asarray(v)[:1], len(b)) if np.ndim(v) else v) for k, v in c.items()}
@@ -961,4 +973,6 @@ def engine_profile(c: Mapping[str, np.ndarray], table: HardwareTable, batches,
     return {"batch": b, "t_decode_s": eng["T_dec"], "chunk_s_per_token": eng["tau"] / s.isl,
             "budget_tokens": eng["Q"], "chunk_tokens": q_grid, "chunk_extra_s": extra,
             "b_cap": float(env["b_cap"][0]), "isl": isl,
-            "osl": float(s.osl[0]), "request_s": float(s.rt_request[0]), "mixed": bool(s.rt_mixed[0])}
+            "osl": float(s.osl[0]), "request_s": float(s.rt_request[0]), "mixed": bool(s.rt_mixed[0]),
+            "batch_wait_iters": float(s.bw_iters[0]), "batch_wait_ratio": float(s.bw_ratio[0]),
+            "max_tokens": float(s.rt_max_tokens[0])}

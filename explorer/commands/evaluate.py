@@ -102,6 +102,12 @@ def register(sub) -> None:
                    help="p99 TTFT limit; with --batch max: the highest rate whose p99s meet the limits")
     p.add_argument("--tpot-limit-ms", type=lambda t: _real(t, 0.0, 1e7, True), default=None,
                    help="p99 TPOT limit (see --ttft-limit-ms)")
+    p.add_argument("--batch-wait-iters", type=lambda t: _whole(t, 0, 10**6), default=0,
+                   help="the runtime holds new prompts up to N decode iterations to batch them (TensorRT-LLM "
+                        "batch_wait_timeout_iters; 0 = off, the default; explorer/batch_wait.py)")
+    p.add_argument("--batch-wait-ratio", type=lambda t: _real(t, 0.0, 1.0, False), default=0.0,
+                   help="...or until the pending tokens reach this share of the step's token budget "
+                        "(batch_wait_max_tokens_ratio; with --batch-wait-iters)")
     p.add_argument("--serving", default="aggregated", choices=("aggregated", "disaggregated"),
                    help="disaggregated: a prefill pool and this deployment as the decode pool (explorer/disagg.py)")
     p.add_argument("--prefill-tp", type=_degree, default=1, help="prefill pool: tensor parallel per replica")
@@ -182,7 +188,8 @@ def run(args) -> int:
                  request_rate=args.request_rate, ttft_limit_ms=args.ttft_limit_ms, tpot_limit_ms=args.tpot_limit_ms,
                  check_events=args.check_events, draft_tokens=args.draft_tokens, acceptance=args.acceptance,
                  draft_model=args.draft_model, training_tokens=args.training_tokens, serving=args.serving,
-                 prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio)
+                 prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
+                 batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio)
 
     if args.json:
         print(json.dumps(r, indent=1, default=float))
