@@ -20,7 +20,7 @@ Model (:func:`mean_wait_steps`), per engine, with ``r`` prompts arriving per dec
 * so a prompt waits ``(w + r w * w / 2) / (1 + r w)`` steps on average, each a decode step;
 * and its prefill step carries the whole batch: with ``m = r w`` joiners on average (Poisson), a
   prompt shares its step with ``m (2 + m) / (1 + m)`` others on average (the size-biased batch),
-  each adding its prefill cost (:func:`batch_mates`).
+  each adding its prefill cost (:func:`hold`).
 
 Tested against the discrete-event oracle (explorer/events.py holds prompts the same way):
 tests/test_batch_wait.py.  Ignored: the spread of the wait (the percentiles add its mean as a
@@ -32,31 +32,22 @@ from __future__ import annotations
 import numpy as np
 
 
-def mean_wait_steps(timeout_iters, tokens_ratio, max_tokens, isl, batch, arrivals_per_step) -> np.ndarray:
-    """Mean decode steps a new prompt is held before its context is scheduled (module docstring).
-    ``batch``: sequences decoding (0 or less: nothing waits); ``arrivals_per_step``: prompts arriving
-    per decode step.  Arrays broadcast; ``timeout_iters <= 0`` is no wait."""
+def hold(timeout_iters, tokens_ratio, max_tokens, isl, batch, arrivals_per_step) -> tuple[np.ndarray, np.ndarray]:
+    """(mean decode steps a new prompt is held, mean number of other prompts prefilled with it) --
+    the module docstring's model, computed once.  ``batch``: sequences decoding (0 or less: nothing
+    waits); ``arrivals_per_step``: prompts arriving per decode step.  Arrays broadcast;
+    ``timeout_iters <= 0`` is no wait."""
     W = np.asarray(timeout_iters, dtype=np.float64)
-    ratio = np.asarray(tokens_ratio, dtype=np.float64)
     b = np.asarray(batch, dtype=np.float64)
     r = np.maximum(np.asarray(arrivals_per_step, dtype=np.float64), 0.0)
-    return _opener_wait(W, ratio, max_tokens, isl, b, r)[1]
-
-
-def _opener_wait(W, ratio, max_tokens, isl, b, r) -> tuple[np.ndarray, np.ndarray]:
-    """(opener's wait w, mean wait per prompt), both in decode steps."""
-    need = ratio * np.asarray(max_tokens, dtype=np.float64) - np.maximum(b, 0.0)
+    need = np.asarray(tokens_ratio, dtype=np.float64) * np.asarray(max_tokens, dtype=np.float64) - np.maximum(b, 0.0)
     n_star = np.ceil(need / np.maximum(np.asarray(isl, dtype=np.float64), 1.0))
     by_tokens = np.maximum(n_star - 1.0, 0.0) / np.maximum(r, 1e-300)  # ratio 0: released at once
-    w = np.where((W > 0) & (b > 0), np.minimum(W, by_tokens), 0.0)
-    return w, (w + r * w * w / 2.0) / (1.0 + r * w)
+    w = np.where((W > 0) & (b > 0), np.minimum(W, by_tokens), 0.0)  # the opener's wait
+    m = r * w  # joiners during it (Poisson mean)
+    return (w + m * w / 2.0) / (1.0 + m), m * (2.0 + m) / (1.0 + m)
 
 
-def batch_mates(timeout_iters, tokens_ratio, max_tokens, isl, batch, arrivals_per_step) -> np.ndarray:
-    """Mean number of other prompts a held prompt is prefilled with (module docstring): the ``m``
-    prompts that arrive during a wait of ``w`` steps, size-biased, ``m (2 + m) / (1 + m)``."""
-    r = np.maximum(np.asarray(arrivals_per_step, dtype=np.float64), 0.0)
-    w, _ = _opener_wait(np.asarray(timeout_iters, dtype=np.float64), np.asarray(tokens_ratio, dtype=np.float64),
-                        max_tokens, isl, np.asarray(batch, dtype=np.float64), r)
-    m = r * w
-    return m * (2.0 + m) / (1.0 + m)
+def mean_wait_steps(timeout_iters, tokens_ratio, max_tokens, isl, batch, arrivals_per_step) -> np.ndarray:
+    """Mean decode steps a new prompt is held (the first figure of :func:`hold`)."""
+    return hold(timeout_iters, tokens_ratio, max_tokens, isl, batch, arrivals_per_step)[0]

@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer import speculative
-from explorer.batch_wait import batch_mates, mean_wait_steps
+from explorer import batch_wait, speculative
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
@@ -633,9 +632,8 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
     if np.any(s.bw_iters > 0):  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
         # the held decode steps, then the batch's other prompts in the prompt's own step
-        held = (s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
-        ttft_service = ttft_service + T_dec * mean_wait_steps(*held) \
-            + np.maximum(1.0 + batch_mates(*held) - n_pf, 0.0) * tau
+        wait_steps, mates = batch_wait.hold(s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
+        ttft_service = ttft_service + T_dec * wait_steps + np.maximum(1.0 + mates - n_pf, 0.0) * tau
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
     if np.any(s.disagg):  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
