@@ -65,6 +65,7 @@ def evaluate(
     pool_ratio: str | None = None,
     batch_wait_iters: int = 0,
     batch_wait_ratio: float = 0.0,
+    front_end: bool = False,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -93,6 +94,10 @@ def evaluate(
     Disaggregated serving (:mod:`explorer.disagg`, off by default): ``serving='disaggregated'``
     serves prompts on a prefill pool of ``prefill_tp`` x ``prefill_pp`` GPU replicas and decodes on
     this deployment; ``pool_ratio='P:D'`` fixes the replica counts (default: prefill keeps up).
+
+    ``front_end`` (off by default): add the runtime's serving front end (its fitted ``serve_*`` host
+    work beside the engine loop: trtllm-serve's HTTP server, detokenisation and streaming); off is
+    the engine alone, as an offline benchmark (trtllm-bench) sees it.
     """
     hw = hw_override or load_hardware(hardware)
     if usd_per_gpu_hour is not None:
@@ -145,7 +150,8 @@ def evaluate(
         base["request_rate"] = float(request_rate)
     check_number(batch_wait_iters, "--batch-wait-iters", None, min_value=0, max_value=1e6, integer=True)
     check_number(batch_wait_ratio, "--batch-wait-ratio", None, min_value=0, max_value=1)
-    base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio))
+    base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio),
+                front_end=1.0 if front_end else 0.0)
     design, table = build_design(base, "evaluate")
     res = add_cost(simulate(design, table), design, table, usd_per_gpu_hour, power_overhead_factor)
     out = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}

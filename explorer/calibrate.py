@@ -75,6 +75,8 @@ RT_PARAMS: dict[str, tuple[str, float | None]] = {
     "per_request_us": ("per_request_s", 200e-3),
     "attention": ("attention", None),
     "compute": ("compute", None),
+    "serve_step_us": ("serve_step_s", 1e-3),
+    "serve_per_sequence_us": ("serve_per_sequence_s", 20e-6),
 }
 EFFICIENCY_KEYS = ("compute", "memory", "network", "moe", "dequant")
 OVERHEAD_KEYS = ("kernel_launch_us",)
@@ -240,7 +242,10 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
                 for r in rts0]
     theta0 = np.concatenate([theta_hw] + theta_rt)
     lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0))
-    hi = np.concatenate([hi_hw] + [hi_rt] * len(rts0))
+    # a runtime without a serving front end (its profile's serve_* priors are 0: the MLPerf harness,
+    # gpt-fast) keeps them at 0 -- they would only split its step cost with step_us arbitrarily
+    serve = np.array([k.startswith("serve_") for k in RT_PARAMS])
+    hi = np.concatenate([hi_hw] + [np.where(serve & (t <= 0.0), 1e-12, hi_rt) for t in theta_rt])
     log_prior = np.concatenate([np.array([b[4] is None for b in PARAMS.values()])]
                                + [np.array([v[1] is None for v in RT_PARAMS.values()])] * len(rts0))
     scales = np.concatenate([np.array([b[4] or 1.0 for b in PARAMS.values()])]
@@ -427,7 +432,10 @@ def transfer(dst: str | Hardware, src: str | Hardware, kernel_factors: bool) -> 
     out = _replace_checked(path, text)
     if path.resolve().parent == Path(load_hardware(s_.name).path).resolve().parent:
         for rt in list_runtimes():
-            if s_.name in rt.fitted and d.name not in rt.fitted:
+            # a kind's own fit is kept; a transferred one is replaced (it follows its source's refits)
+            mine = re.search(rf"^  {re.escape(d.name)}: .*source: \"(?!transferred from)", Path(rt.path).read_text(encoding="utf-8"),
+                             re.M) if d.name in rt.fitted else None
+            if s_.name in rt.fitted and mine is None:
                 write_runtime_fit(rt.with_fit(d.name, rt.fitted[s_.name]), d.name,
                                   f"transferred from {s_.name} (no measurement on {d.name}; assumption)")
     return out

@@ -43,6 +43,9 @@ FITTED_KEYS: dict[str, tuple[float, float, float]] = {
     "per_request_us": (US, 0.0, 2.0),
     "attention": (1.0, 0.2, 1.0),
     "compute": (1.0, 0.2, 1.0),
+    # the serving front end's host work (OpenAI server, detokenisation, streaming): served runs only
+    "serve_step_us": (US, 0.0, 20e-3),
+    "serve_per_sequence_us": (US, 0.0, 300e-6),
 }
 SCHEDULING = ("mixed", "separate")
 ADMISSION = ("reserve_full", "on_demand")
@@ -59,10 +62,17 @@ class RuntimeFit:
     #: the runtime's GEMMs reach this share of the hardware's microbenchmark compute efficiency
     #: (kernel choice, fusions and shapes of a served step; fitted residual, 1 = as the benchmarks)
     compute: float = 1.0
+    #: host seconds per step and per running sequence per step of the serving front end (HTTP /
+    #: OpenAI server, detokenisation, per-token streaming): paid by served runs (trtllm-serve,
+    #: vllm serve, sglang launch_server), absent from offline engine benchmarks (trtllm-bench,
+    #: gptManagerBenchmark: ``serverless`` validation rows)
+    serve_step_s: float = 0.0
+    serve_per_sequence_s: float = 0.0
 
     def as_yaml_units(self) -> dict[str, float]:
         return {"step_us": self.step_s / US, "per_sequence_us": self.per_sequence_s / US,
-                "per_request_us": self.per_request_s / US, "attention": self.attention, "compute": self.compute}
+                "per_request_us": self.per_request_s / US, "attention": self.attention, "compute": self.compute,
+                "serve_step_us": self.serve_step_s / US, "serve_per_sequence_us": self.serve_per_sequence_s / US}
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,11 @@ class Runtime:
     graph_step: int
     graph_max_batch: int
     prior: RuntimeFit
+    #: the serving front end (HTTP server, detokenisation, streaming) runs beside the engine loop, so
+    #: its per-step work (``serve_*``) shows only where it outlasts the engine's step: a step lasts
+    #: max(engine step, front end) instead of their sum (trtllm-serve; the engine's own host work
+    #: ``step_s``/``per_sequence_s`` stays in the step either way)
+    host_overlap: bool = False
     fitted: dict[str, RuntimeFit] = field(default_factory=dict)
     path: str = ""
 
@@ -109,11 +124,13 @@ def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
         default = base.get(k, None) if prior else ...
         if k == "compute" and default is ...:
             default = 1.0
+        if k.startswith("serve_") and default is ...:
+            default = 0.0
         v = sec.number(k, default, min_value=lo / scale,
                        max_value=hi / scale if k in ("attention", "compute") else None)
         vals[k] = float(v) * scale
     return RuntimeFit(vals["step_us"], vals["per_sequence_us"], vals["per_request_us"], vals["attention"],
-                      vals["compute"])
+                      vals["compute"], vals["serve_step_us"], vals["serve_per_sequence_us"])
 
 
 def _load_file(path: Path) -> Runtime:
@@ -124,7 +141,11 @@ def _load_file(path: Path) -> Runtime:
     name = top.string("name")
     aliases = top.names("aliases")
     s = top.section("scheduling")
-    s.check_keys({"prompts", "max_tokens_per_step", "max_batch", "kv_admission", "source", "notes"})
+    s.check_keys({"prompts", "max_tokens_per_step", "max_batch", "kv_admission", "host_overlap",
+                  "source", "notes"})
+    overlap = s.raw("host_overlap", False)
+    if not isinstance(overlap, bool):
+        raise SpecError(where, "scheduling.host_overlap", f"expected true or false, got {overlap!r}")
     s.string("source")
     g = top.section("cuda_graphs")
     g.check_keys({"padding", "step", "max_batch", "source", "notes"})
@@ -134,13 +155,16 @@ def _load_file(path: Path) -> Runtime:
     a = top.section("attention")
     a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})
     o = top.section("overheads")
-    o.check_keys({"step_us", "per_sequence_us", "per_request_us", "source", "notes"})
+    o.check_keys({"step_us", "per_sequence_us", "per_request_us", "serve_step_us", "serve_per_sequence_us",
+                  "source", "notes"})
     o.string("source")
     prior = RuntimeFit(
         step_s=o.number("step_us", min_value=0) * US,
         per_sequence_s=o.number("per_sequence_us", min_value=0) * US,
         per_request_s=o.number("per_request_us", min_value=0) * US,
         attention=a.number("efficiency", 1.0, min_value=0, max_value=1, min_exclusive=True),
+        serve_step_s=o.number("serve_step_us", 0.0, min_value=0) * US,
+        serve_per_sequence_s=o.number("serve_per_sequence_us", 0.0, min_value=0) * US,
     )
     fitted: dict[str, RuntimeFit] = {}
     raw_fitted = top.raw("fitted", {}) or {}
@@ -160,6 +184,7 @@ def _load_file(path: Path) -> Runtime:
         graph_step=g.number("step", 8, integer=True, min_value=1),
         graph_max_batch=g.number("max_batch", integer=True, min_value=1),
         prior=prior,
+        host_overlap=overlap,
         fitted=fitted,
         path=where,
     )
@@ -197,8 +222,9 @@ def clear_cache() -> None:
 
 
 #: Design columns a runtime contributes (all numeric, per design point).
-RUNTIME_COLUMNS = ("rt_mixed", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
-                   "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute")
+RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
+                   "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
+                   "rt_serve_step_s", "rt_serve_seq_s")
 
 
 def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.ndarray) -> dict[str, np.ndarray]:
@@ -207,12 +233,14 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.nd
     rows: dict[str, list[float]] = {k: [] for k in RUNTIME_COLUMNS}
     for rt, hw in zip(runtimes, hardware, strict=True):
         f = rt.fit_for(hw)
-        for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_max_tokens", rt.max_tokens_per_step),
+        for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_overlap", rt.host_overlap),
+                     ("rt_max_tokens", rt.max_tokens_per_step),
                      ("rt_max_batch", rt.max_batch), ("rt_reserve_full", rt.reserve_full_kv),
                      ("rt_graph_step", rt.graph_step if rt.graph_padding else 0),
                      ("rt_graph_max", rt.graph_max_batch if rt.graph_padding else 0),
                      ("rt_step_s", f.step_s), ("rt_per_seq_s", f.per_sequence_s),
-                     ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute)):
+                     ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute),
+                     ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s)):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}
 

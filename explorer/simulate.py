@@ -66,7 +66,7 @@ from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
-                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters",
+                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters", "front_end",
                   "batch_wait_ratio", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
@@ -330,10 +330,17 @@ class _Shape:
         self.w_only = _col(c, "w_only") > 0 if "w_only" in c else np.zeros(len(self.H), dtype=bool)
         # serving runtime (explorer/runtime.py)
         self.rt_mixed = _col(c, "rt_mixed") > 0
+        self.rt_overlap = _col(c, "rt_overlap") > 0 if "rt_overlap" in c else np.zeros(len(self.H), dtype=bool)
         self.rt_max_tokens, self.rt_max_batch = _col(c, "rt_max_tokens"), _col(c, "rt_max_batch")
         self.rt_reserve_full = _col(c, "rt_reserve_full") > 0
         self.rt_graph_step, self.rt_graph_max = _col(c, "rt_graph_step"), _col(c, "rt_graph_max")
         self.rt_step, self.rt_per_seq = _col(c, "rt_step_s"), _col(c, "rt_per_seq_s")
+        # the serving front end's host work, where asked for (``front_end``: off by default -- the
+        # engine alone, as an offline benchmark sees it; validate turns it on for served curve rows)
+        zero = np.zeros(len(self.H))
+        on = (_col(c, "front_end") > 0) if "front_end" in c else zero > 0
+        self.rt_serve_step = np.where(on, _col(c, "rt_serve_step_s"), 0.0) if "rt_serve_step_s" in c else zero
+        self.rt_serve_seq = np.where(on, _col(c, "rt_serve_seq_s"), 0.0) if "rt_serve_seq_s" in c else zero
         self.rt_request, self.rt_attention = _col(c, "rt_request_s"), _col(c, "rt_attention")
         self.rt_compute = _col(c, "rt_compute") if "rt_compute" in c else np.ones(len(self.H))
         self.counts = param_counts(c)
@@ -605,10 +612,18 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
         parts_dec = {k: v + draft[k] for k, v in parts_dec.items()}
         parts_pre = {k: v + np.where(s.rt_mixed, draft[k], 0.0) for k, v in parts_pre.items()}
         stage_dec, stage_pre = sum(parts_dec.values()), sum(parts_pre.values())
-    host = s.rt_step + s.rt_per_seq * b * p  # one scheduler per attention group serves p micro-batches
+    # the engine loop's host work (one scheduler per attention group serves p micro-batches) is in the
+    # step; the serving front end's (HTTP server, detokenising and streaming every running sequence)
+    # adds to it, or -- where it runs beside the engine loop (host_overlap) -- shows only where it is
+    # the longer of the two: the engine then waits for it
+    host = s.rt_step + s.rt_per_seq * b * p
+    serve = s.rt_serve_step + s.rt_serve_seq * b * p
     p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
-    T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
-    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
+    eng_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
+    eng_pre = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
+    host_dec, host_pre = (host + np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (eng_dec, eng_pre))
+    T_dec = eng_dec - host + host_dec
+    T_pre_step = eng_pre - host + host_pre
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
     tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
     if f_chunk is not None and np.any(s.dp > 1):
@@ -640,7 +655,7 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
         tau = np.where(s.disagg, 0.0, tau)
         ttft_service = np.where(s.disagg, s.ttft_extra + 0.5 * busy * T_dec + s.rt_request, ttft_service)
         rate_max = np.where(s.disagg, np.inf, rate_max)
-    out = {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host,
+    out = {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host_dec,
             "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
             "prompt_s": T_pre_step * s.isl / Q, "T_pre_step": T_pre_step,
             # one prompt's share of the prefill server when chunks fill the whole token budget

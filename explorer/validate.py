@@ -591,6 +591,9 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 for k, v in rows.items()}
         design, table = build_design(vals, "validate")
         design["rt_request_s"] = np.where(serverless, 0.0, design["rt_request_s"])
+        # served rows (HTTP servers: the curves) carry the runtime's serving front end; offline engine
+        # benchmarks (serverless rows: trtllm-bench, gptManagerBenchmark) have none
+        design["front_end"] = np.where(serverless, 0.0, 1.0)
         res = simulate(design, table)
         owner_a = np.array(owner)
         row_of: dict[int, int] = {}

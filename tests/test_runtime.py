@@ -38,11 +38,16 @@ def test_unfitted_kind_uses_the_median_of_other_fits():
     assert rt.without_fit("a").fit_for("a").step_s == pytest.approx(3e-4)
 
 
-def test_bad_profile_is_one_line_naming_the_key(tmp_path):
-    text = open(load_runtime("vllm").path).read().replace("prompts: mixed", "prompts: sometimes")
+@pytest.mark.parametrize("name, old, new, key", [
+    ("vllm", "prompts: mixed", "prompts: sometimes", "scheduling.prompts"),
+    ("trtllm", "host_overlap: true", "host_overlap: maybe", "scheduling.host_overlap"),
+])
+def test_bad_profile_is_one_line_naming_the_key(tmp_path, name, old, new, key):
+    text = open(load_runtime(name).path).read()
+    assert old in text
     p = tmp_path / "x.yaml"
-    p.write_text(text)
-    with pytest.raises(SpecError, match="scheduling.prompts"):
+    p.write_text(text.replace(old, new))
+    with pytest.raises(SpecError, match=key):
         _load_file(p)
 
 
@@ -83,3 +88,56 @@ def test_space_runtime_list_competes_on_one_front(tmp_path):
     p.write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError, match="deployment.runtime"):
         load_space(p)
+
+
+def test_front_end_beside_the_engine_shows_only_where_it_is_longer():
+    """Known answer (explorer/simulate.py _engine): the engine's step is device + its own host work
+    (step_s + per_seq_s * b); the serving front end's work (serve_step_s + serve_seq_s * b) adds to
+    it, or with host_overlap (trtllm-serve) the step lasts max(engine step, front end).  Device time
+    from a step without front end minus its host figure."""
+    from explorer.api import _shape_values
+    from explorer.design import build_design
+    from explorer.simulate import engine_profile
+
+    vals = dict(_shape_values("llama-3.1-8b", None), hardware=np.array(["h200"], dtype=object),
+                precision="fp8", isl=1024, osl=1024, tp=1, batch=16, runtime="trtllm")
+    design, table = build_design(vals, "test")
+    batches = np.array([4.0, 16.0])
+
+    def step(overlap: float, serve: tuple[float, float], step_s: float = 100e-6, per_seq_s: float = 2e-6):
+        d = dict(design, rt_overlap=np.array([overlap]), rt_step_s=np.array([step_s]),
+                 rt_per_seq_s=np.array([per_seq_s]), rt_serve_step_s=np.array([serve[0]]),
+                 rt_serve_seq_s=np.array([serve[1]]), front_end=np.array([1.0]))
+        return engine_profile(d, table, batches)["t_decode_s"]
+
+    host = 100e-6 + 2e-6 * batches
+    engine = step(0.0, (0.0, 0.0))
+    device = engine - host
+    assert np.all(device > 1e-3)  # an 8B model's decode step on one H200: milliseconds
+    assert step(1.0, (0.0, 0.0)) == pytest.approx(engine, rel=1e-12)  # nothing beside the engine
+    assert step(1.0, (100e-6, 1e-6)) == pytest.approx(engine, rel=1e-12)  # a front end that keeps up hides
+    assert step(1.0, (50e-3, 1e-3)) == pytest.approx(50e-3 + 1e-3 * batches, rel=1e-9)  # the engine waits
+    assert step(0.0, (1e-3, 10e-6)) == pytest.approx(engine + 1e-3 + 10e-6 * batches, rel=1e-9)  # in the loop
+    got = step(1.0, (4e-3, 100e-6))  # never faster than either side, never slower than their sum
+    front = 4e-3 + 100e-6 * batches
+    assert np.all(got >= np.maximum(engine, front) - 1e-12) and np.all(got <= engine + front + 1e-12)
+    assert load_runtime("trtllm").host_overlap and not load_runtime("vllm").host_overlap
+
+
+def test_front_end_is_off_unless_asked():
+    """The serving front end is a mechanism asked for (``front_end``/``--front-end``): off, an 8B
+    model at 256 clients is engine-bound; on, trtllm's fitted front end (~4 ms + ~0.1 ms per running
+    sequence per step on H200) sets the step."""
+    kw = dict(batch=256, isl=1024, osl=1024, tp=1, precision="fp8", runtime="trtllm")
+    off = evaluate("llama-3.1-8b", "h200", **kw)
+    on = evaluate("llama-3.1-8b", "h200", front_end=True, **kw)
+    fit = load_runtime("trtllm").fit_for("h200")
+    front = fit.serve_step_s + fit.serve_per_sequence_s * on["decode_batch"]
+    assert on["tpot_s"] > 1.5 * off["tpot_s"]
+    assert on["tpot_s"] >= front * (1 - 1e-9)  # never faster than the front end it waits for
+    out = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "llama-3.1-8b", "--tp", "1",
+                          "--precision", "fp8", "--batch", "256", "--front-end", "--json"],
+                         capture_output=True, text=True, check=True)
+    import json as _json
+
+    assert _json.loads(out.stdout)["tpot_s"] == pytest.approx(on["tpot_s"], rel=1e-9)

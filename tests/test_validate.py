@@ -264,3 +264,24 @@ def test_inter_token_latency_node_and_attention_rows(tmp_path):
     # decode node: no prompt chunks in its steps, so faster than the aggregated replica per GPU
     assert res["node"]["predicted"] > agg["tokens_per_s_per_gpu"] * 8
     assert 100 < res["attn"]["predicted"] < 990  # below the H100's dense bf16 peak
+
+
+def test_serving_front_end_costs_only_served_rows():
+    """A runtime's serve_* host figures (trtllm-serve's front end) move a served curve row and leave
+    the same row scored as an offline engine benchmark (serverless: trtllm-bench) where it was."""
+    from dataclasses import replace as _replace
+
+    from explorer.runtime import load_runtime
+    from explorer.validate import DEFAULT_MEASUREMENTS, load_cases, predict
+
+    row = next(c for c in load_cases(DEFAULT_MEASUREMENTS.parent / "fronts.yaml")
+               if c.supported and c.values.get("runtime") == "trtllm" and c.id.endswith(":tok_s_user")
+               and c.hardware == "h200")
+    offline = _replace(row, id=row.id + "-offline", values=dict(row.values, serverless=True))
+    rt = load_runtime("trtllm")
+    fit = rt.fit_for("h200")
+    slow = {"trtllm": rt.with_fit("h200", _replace(fit, serve_step_s=0.05, serve_per_sequence_s=1e-3))}
+    fast = {"trtllm": rt.with_fit("h200", _replace(fit, serve_step_s=0.0, serve_per_sequence_s=0.0))}
+    a, b = predict([row, offline], runtimes=slow), predict([row, offline], runtimes=fast)
+    assert a[0] < 0.5 * b[0]  # a 50 ms + 1 ms/sequence front end dominates the served step
+    assert a[1] == pytest.approx(b[1], rel=1e-12)  # the engine benchmark never pays it

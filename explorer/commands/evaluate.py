@@ -108,6 +108,10 @@ def register(sub) -> None:
     p.add_argument("--batch-wait-ratio", type=lambda t: _real(t, 0.0, 1.0, False), default=0.0,
                    help="...or until the pending tokens reach this share of the step's token budget "
                         "(batch_wait_max_tokens_ratio; with --batch-wait-iters)")
+    p.add_argument("--front-end", action="store_true",
+                   help="add the runtime's serving front end (trtllm: trtllm-serve's HTTP server, detokenisation and "
+                        "streaming, fitted on the InferenceX curves; it works beside the engine and bounds small "
+                        "models at high concurrency); off: the engine alone, as an offline benchmark sees it")
     p.add_argument("--serving", default="aggregated", choices=("aggregated", "disaggregated"),
                    help="disaggregated: a prefill pool and this deployment as the decode pool (explorer/disagg.py)")
     p.add_argument("--prefill-tp", type=_degree, default=1, help="prefill pool: tensor parallel per replica")
@@ -189,7 +193,8 @@ def run(args) -> int:
                  check_events=args.check_events, draft_tokens=args.draft_tokens, acceptance=args.acceptance,
                  draft_model=args.draft_model, training_tokens=args.training_tokens, serving=args.serving,
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
-                 batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio)
+                 batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
+                 front_end=args.front_end)
 
     if args.json:
         print(json.dumps(r, indent=1, default=float))
