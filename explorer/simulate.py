@@ -66,8 +66,8 @@ from explorer.precision import TENSOR_FORMATS
 from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
-                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters", "front_end",
-                  "batch_wait_ratio", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
+                  "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters",
+                  "batch_wait_ratio", "front_end", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
@@ -617,13 +617,14 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     # adds to it, or -- where it runs beside the engine loop (host_overlap) -- shows only where it is
     # the longer of the two: the engine then waits for it
     host = s.rt_step + s.rt_per_seq * b * p
-    serve = s.rt_serve_step + s.rt_serve_seq * b * p
     p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
-    eng_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
-    eng_pre = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
-    host_dec, host_pre = (host + np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (eng_dec, eng_pre))
-    T_dec = eng_dec - host + host_dec
-    T_pre_step = eng_pre - host + host_pre
+    T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
+    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
+    host_dec = host
+    if np.any(s.rt_serve_step > 0) or np.any(s.rt_serve_seq > 0):  # off unless asked for (front_end)
+        serve = s.rt_serve_step + s.rt_serve_seq * b * p
+        wait_dec, wait_pre = (np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (T_dec, T_pre_step))
+        T_dec, T_pre_step, host_dec = T_dec + wait_dec, T_pre_step + wait_pre, host + wait_dec
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
     tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
     if f_chunk is not None and np.any(s.dp > 1):
