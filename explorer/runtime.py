@@ -12,7 +12,10 @@ One profile per file in the repository's ``runtimes/`` folder (``trtllm.yaml``, 
 * **CUDA-graph batch padding**: decode batches padded to the captured sizes 1, 2, 4, then multiples
   of ``step`` up to ``max_batch``;
 * **host work**: per step, per running sequence per step, and per request (TTFT only);
-* **attention kernels**: named, with one efficiency residual.
+* **attention kernels**: named, with one efficiency residual;
+* **kernel fusions**: ``fusion.allreduce_norm`` -- the tensor-parallel all-reduce kernels also do
+  the residual add and RMSNorm that follow them (TensorRT-LLM's ``AllReduceFusionOp.RESIDUAL_RMS_NORM``),
+  so a layer launches two kernels fewer at ``tp > 1``.
 
 Host costs and the attention residual are fitted by ``explorer calibrate`` per hardware kind and
 recorded in the profile's ``fitted:`` section; the ``overheads:``/``attention:`` values are the
@@ -93,6 +96,10 @@ class Runtime:
     #: max(engine step, front end) instead of their sum (trtllm-serve; the engine's own host work
     #: ``step_s``/``per_sequence_s`` stays in the step either way)
     host_overlap: bool = False
+    #: the two tensor-parallel all-reduces of a layer also do the residual add + RMSNorm after them
+    #: (one fused kernel each instead of all-reduce + norm): two kernels fewer per layer where
+    #: ``tp > 1`` and no attention data parallelism (explorer/simulate.py ``_step``)
+    fuse_allreduce_norm: bool = False
     fitted: dict[str, RuntimeFit] = field(default_factory=dict)
     path: str = ""
 
@@ -136,8 +143,8 @@ def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
 def _load_file(path: Path) -> Runtime:
     where = str(path)
     top = Section(read_yaml(path), where)
-    top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "overheads",
-                    "fitted", "notes"})
+    top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "fusion",
+                    "overheads", "fitted", "notes"})
     name = top.string("name")
     aliases = top.names("aliases")
     s = top.section("scheduling")
@@ -152,6 +159,14 @@ def _load_file(path: Path) -> Runtime:
     padding = g.raw("padding", True)
     if not isinstance(padding, bool):
         raise SpecError(where, "cuda_graphs.padding", f"expected true or false, got {padding!r}")
+    fu = top.section("fusion") if top.raw("fusion", None) is not None else None
+    fuse_ar_norm = False
+    if fu is not None:
+        fu.check_keys({"allreduce_norm", "source", "notes"})
+        fuse_ar_norm = fu.raw("allreduce_norm", False)
+        if not isinstance(fuse_ar_norm, bool):
+            raise SpecError(where, "fusion.allreduce_norm", f"expected true or false, got {fuse_ar_norm!r}")
+        fu.string("source")
     a = top.section("attention")
     a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})
     o = top.section("overheads")
@@ -185,6 +200,7 @@ def _load_file(path: Path) -> Runtime:
         graph_max_batch=g.number("max_batch", integer=True, min_value=1),
         prior=prior,
         host_overlap=overlap,
+        fuse_allreduce_norm=fuse_ar_norm,
         fitted=fitted,
         path=where,
     )
@@ -222,7 +238,7 @@ def clear_cache() -> None:
 
 
 #: Design columns a runtime contributes (all numeric, per design point).
-RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
+RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
                    "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
                    "rt_serve_step_s", "rt_serve_seq_s")
 
@@ -234,6 +250,7 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.nd
     for rt, hw in zip(runtimes, hardware, strict=True):
         f = rt.fit_for(hw)
         for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_overlap", rt.host_overlap),
+                     ("rt_ar_norm", rt.fuse_allreduce_norm),
                      ("rt_max_tokens", rt.max_tokens_per_step),
                      ("rt_max_batch", rt.max_batch), ("rt_reserve_full", rt.reserve_full_kv),
                      ("rt_graph_step", rt.graph_step if rt.graph_padding else 0),
@@ -251,4 +268,5 @@ def describe(rt: Runtime) -> dict[str, Any]:
             "prompts": "mixed" if rt.mixed_prompts else "separate",
             "max_tokens_per_step": rt.max_tokens_per_step, "max_batch": rt.max_batch,
             "kv_admission": "reserve_full" if rt.reserve_full_kv else "on_demand",
-            "cuda_graph_padding": rt.graph_padding, "fitted_on": sorted(rt.fitted)}
+            "cuda_graph_padding": rt.graph_padding, "allreduce_norm_fusion": rt.fuse_allreduce_norm,
+            "fitted_on": sorted(rt.fitted)}

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer import batch_wait, speculative
+from explorer import allocator, batch_wait, speculative
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
 from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
@@ -331,6 +331,7 @@ class _Shape:
         # serving runtime (explorer/runtime.py)
         self.rt_mixed = _col(c, "rt_mixed") > 0
         self.rt_overlap = _col(c, "rt_overlap") > 0 if "rt_overlap" in c else np.zeros(len(self.H), dtype=bool)
+        self.rt_ar_norm = _col(c, "rt_ar_norm") > 0 if "rt_ar_norm" in c else np.zeros(len(self.H), dtype=bool)
         self.rt_max_tokens, self.rt_max_batch = _col(c, "rt_max_tokens"), _col(c, "rt_max_batch")
         self.rt_reserve_full = _col(c, "rt_reserve_full") > 0
         self.rt_graph_step, self.rt_graph_max = _col(c, "rt_graph_step"), _col(c, "rt_graph_max")
@@ -530,7 +531,10 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
         "attn_c": attn_c, "attn_m": attn_m,
         "t_ar": t_ar,  # one tensor-parallel all-reduce of the step's M tokens (the MTP projection's)
     }
-    kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER + np.where(t > 1, 2.0, 0.0)
+    # a runtime that fuses the residual add + RMSNorm into the tensor-parallel all-reduces (fusion.
+    # allreduce_norm) launches the layer's two norms inside those two kernels
+    fused_norms = np.where(s.rt_ar_norm & (t > 1) & (s.dp == 1), 2.0, 0.0)
+    kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER - fused_norms + np.where(t > 1, 2.0, 0.0)
                + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(plan["shared_w"] > 0, 2.0, 0.0)
                                   + np.where((s.e > 1) & (s.dp > 1), 2.0, 0.0)))
     per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
@@ -768,6 +772,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
 
         return serve(c, table, detail, simulate)
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
+    allocator.keep_freed_memory()  # temporaries reuse heap pages instead of faulting in fresh ones (once)
     use_fast_path(idx.size)  # a large table loads the compiled GEMM kernel for its per-kind calls
     if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
         return _by_hardware(c, table, detail, idx)

@@ -41,6 +41,7 @@ def test_unfitted_kind_uses_the_median_of_other_fits():
 @pytest.mark.parametrize("name, old, new, key", [
     ("vllm", "prompts: mixed", "prompts: sometimes", "scheduling.prompts"),
     ("trtllm", "host_overlap: true", "host_overlap: maybe", "scheduling.host_overlap"),
+    ("trtllm", "allreduce_norm: true", "allreduce_norm: 1", "fusion.allreduce_norm"),
 ])
 def test_bad_profile_is_one_line_naming_the_key(tmp_path, name, old, new, key):
     text = open(load_runtime(name).path).read()
@@ -141,3 +142,27 @@ def test_front_end_is_off_unless_asked():
     import json as _json
 
     assert _json.loads(out.stdout)["tpot_s"] == pytest.approx(on["tpot_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("tp, dp, fused_kernels", [(4, 1, 2.0), (1, 1, 0.0), (1, 4, 0.0)])
+def test_allreduce_norm_fusion_saves_two_launches_per_layer(tp, dp, fused_kernels):
+    """Known answer (explorer/simulate.py _step): a runtime that fuses residual add + RMSNorm into
+    its tensor-parallel all-reduces (TensorRT-LLM) launches two kernels fewer per layer where there
+    are all-reduces (tp > 1) and no attention data parallelism; nothing else in the step moves.  A
+    32-layer model on one stage: the decode step is 32 * 2 * kernel_launch_s shorter at tp 4, the
+    same at tp 1 and under attention DP."""
+    from explorer.api import _shape_values
+    from explorer.design import build_design
+    from explorer.simulate import engine_profile
+
+    vals = dict(_shape_values("llama-3.1-8b", None), hardware=np.array(["h200"], dtype=object),
+                precision="fp8", isl=1024, osl=1024, tp=tp, dp=dp, batch=16, runtime="trtllm")
+    design, table = build_design(vals, "test")
+    assert float(design["rt_ar_norm"][0]) == 1.0 and float(design["layers"][0]) == 32
+    batches = np.array([4.0, 16.0])
+    step = {f: engine_profile(dict(design, rt_ar_norm=np.array([f])), table, batches)["t_decode_s"]
+            for f in (0.0, 1.0)}
+    launch_s = table.kinds[int(design["hw_idx"][0])].kernel_launch_s
+    assert step[0.0] - step[1.0] == pytest.approx(np.full(2, 32 * fused_kernels * launch_s), rel=1e-9, abs=1e-15)
+    assert load_runtime("trtllm").fuse_allreduce_norm
+    assert not load_runtime("vllm").fuse_allreduce_norm and not load_runtime("sglang").fuse_allreduce_norm

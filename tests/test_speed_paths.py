@@ -73,3 +73,22 @@ def test_memo_recomputes_exactly_the_moved_gemms(designs, gemm_path):
     for got, ref in zip(again, first, strict=True):
         for f in vars(ref):
             np.testing.assert_array_equal(getattr(got, f), getattr(ref, f), err_msg=f)
+
+
+def test_allocator_tuning_is_applied_once_and_can_be_refused():
+    """explorer/allocator.py: the first simulate call sets glibc's mmap/trim thresholds (Linux glibc;
+    elsewhere it reports False and changes nothing); ``EXPLORER_MALLOPT=0`` leaves the allocator
+    alone.  Run in fresh interpreters: the setting is process-wide and permanent."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, explorer.allocator as A; from explorer.api import evaluate; "
+            "assert A._applied is None; evaluate('llama-3.1-8b', 'h200'); print(A._applied, A.keep_freed_memory())")
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert on == ([str(glibc)] * 2)
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "EXPLORER_MALLOPT": "0"}).stdout.split()
+    assert off == ["False", "False"]
