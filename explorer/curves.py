@@ -55,7 +55,11 @@ def recipe_waits_enabled() -> bool:
     29.9), tokens/s/GPU 10.8 / 23.7 -> 11.2 / 24.1, tokens/s/user 11.5 / 24.1 -> 11.9 / 24.9, but the
     held-out points' p90 41.7 -> 44.6 % (issue 8 asks <= 42.5): B200's TensorRT-LLM fit moved to
     attention 0.56 / compute 1.0 (from 1.0 / 0.63), which put B200 DeepSeek-R1 points 15 points
-    higher.  Off until B200 has enough serving data to pin those residuals."""
+    higher.  Off until B200 has enough serving data to pin those residuals.  Re-measured after the
+    all-reduce-fusion refit (2026-12-01, same procedure): held-out TTFT 24.9 % / 56.5 % -> 15.1 % /
+    46.7 % (dense 23.8 -> 11.0 %), tokens/s/GPU 9.9 / 22.9 -> 10.3 / 23.3, tokens/s/user 10.6 / 22.3
+    -> 10.6 / 23.0, MLPerf Interactive in sample 16.3 -> 12.8 %, but the held-out points' p90 42.3 ->
+    43.4 % and MLPerf Offline left out one by one 11.1 -> 12.0 %: still off."""
     return os.environ.get("EXPLORER_RECIPE_WAITS", "0") == "1"
 #: InferenceX --random-range-ratio 0.8: lengths uniform in [0.8 L, L], mean 0.9 L (the default when
 #: the file's ``meta`` does not state another ratio).
