@@ -118,6 +118,9 @@ OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0, "request_rate": 
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")
 MLPERF_RUNTIME = "mlperf"
+#: The runtime profile of the offline TensorRT-LLM engine benchmarks in measurements.yaml
+#: (trtllm-bench throughput / gptManagerBenchmark: no HTTP server, no serving front end).
+BENCH_RUNTIME = "trtllm-bench"
 
 GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
 
@@ -264,8 +267,12 @@ def _kernel_row(raw: dict, metric: str, conc: Any, cid: str) -> dict | None:
 
 
 def _runtime_of(cid: str, raw: dict) -> str:
-    """Serving runtime of a measurements.yaml row: gpt-fast rows by id or source, TensorRT-LLM
-    otherwise (every other inference row in the file comes from TensorRT-LLM's benchmarks)."""
+    """Serving runtime of a measurements.yaml row: gpt-fast rows by id or source, vLLM / SGLang by
+    id, and otherwise TensorRT-LLM's offline engine benchmark (``trtllm-bench``: every other
+    inference row in the file comes from trtllm-bench or gptManagerBenchmark runs).  The benchmark
+    has its own profile (runtimes/trtllm-bench.yaml: the same engine mechanisms as ``trtllm``, its
+    own fitted residuals), so the served curves' fit (trtllm-serve) and the offline points' fit stop
+    pulling one set of residuals two ways (measured: docs/validation_notes.md)."""
     text = f"{cid} {raw.get('source', '')}".lower()
     if "gptfast" in text or "gpt-fast" in text:
         return "gpt-fast"
@@ -273,7 +280,7 @@ def _runtime_of(cid: str, raw: dict) -> str:
         return "vllm"
     if "sglang" in cid.lower():
         return "sglang"
-    return "trtllm"
+    return BENCH_RUNTIME
 
 
 def parse_case(raw: Any, index: int) -> Case:

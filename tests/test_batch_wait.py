@@ -81,8 +81,11 @@ def test_inferencex_recipe_rule(framework, tp, isl, expect, monkeypatch):
         assert {c.values["batch_wait_ratio"] for c in cases} == {0.9}
 
 
-def test_recipe_waits_are_off_by_default(monkeypatch):
+def test_recipe_waits_are_on_by_default_and_can_be_turned_off(monkeypatch):
     monkeypatch.delenv("EXPLORER_RECIPE_WAITS", raising=False)
+    cases = curve_cases(_curve_file("TensorRT-LLM", 2, 1024), "t.yaml")
+    assert {c.values.get("batch_wait_iters", 0) for c in cases} == {20}
+    monkeypatch.setenv("EXPLORER_RECIPE_WAITS", "0")
     cases = curve_cases(_curve_file("TensorRT-LLM", 2, 1024), "t.yaml")
     assert {c.values.get("batch_wait_iters", 0) for c in cases} == {0}
 

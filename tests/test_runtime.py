@@ -166,3 +166,20 @@ def test_allreduce_norm_fusion_saves_two_launches_per_layer(tp, dp, fused_kernel
     assert step[0.0] - step[1.0] == pytest.approx(np.full(2, 32 * fused_kernels * launch_s), rel=1e-9, abs=1e-15)
     assert load_runtime("trtllm").fuse_allreduce_norm
     assert not load_runtime("vllm").fuse_allreduce_norm and not load_runtime("sglang").fuse_allreduce_norm
+
+
+def test_offline_benchmark_profile_is_the_engine_without_a_front_end():
+    """runtimes/trtllm-bench.yaml (TensorRT-LLM's offline engine benchmark, the runtime validate gives
+    every TensorRT-LLM row of measurements.yaml) shares trtllm's engine mechanisms and has no serving
+    front end: its fitted residuals are its own."""
+    from explorer.validate import BENCH_RUNTIME, DEFAULT_MEASUREMENTS, load_cases
+
+    bench, served = load_runtime(BENCH_RUNTIME), load_runtime("trtllm")
+    same = ("mixed_prompts", "max_tokens_per_step", "max_batch", "reserve_full_kv", "graph_padding", "graph_step",
+            "graph_max_batch", "fuse_allreduce_norm")
+    assert {k: getattr(bench, k) for k in same} == {k: getattr(served, k) for k in same}
+    assert not bench.host_overlap and bench.prior.serve_step_s == 0 and bench.prior.serve_per_sequence_s == 0
+    assert all(f.serve_step_s == 0 and f.serve_per_sequence_s == 0 for f in bench.fitted.values())
+    runtimes = {c.values.get("runtime") for c in load_cases(DEFAULT_MEASUREMENTS)
+                if c.supported and c.kind == "inference" and c.id.startswith("trt_latest_")}
+    assert runtimes == {BENCH_RUNTIME}

@@ -20,8 +20,9 @@ from explorer.validate import DEFAULT_MEASUREMENTS, load_cases, parse_case, pred
 
 
 def _offline_trtllm(hw: str):
-    """TensorRT-LLM as measurements.yaml's offline benchmarks run it: no per-request server work."""
-    rt = load_runtime("trtllm")
+    """TensorRT-LLM as measurements.yaml's offline benchmarks run it (the trtllm-bench profile, its
+    own fit): no per-request server work."""
+    rt = load_runtime("trtllm-bench")
     f = rt.fit_for(hw)
     return rt.with_fit(hw, RuntimeFit(f.step_s, f.per_sequence_s, 0.0, f.attention, f.compute))
 
@@ -156,8 +157,8 @@ def test_calibration_recovers_known_factors(tmp_path):
     """Measurements generated from known factors; a fit starting elsewhere recovers them."""
     truth = load_hardware("h100").with_efficiency(
         eta_compute=0.62, eta_memory=0.81, eta_network=0.72, eta_moe=0.55, kernel_launch_s=3e-6)
-    rt = load_runtime("trtllm")
-    rt_truth = {"trtllm": rt.with_fit("h100", RuntimeFit(400e-6, 6e-6, 0.0, 0.9))}
+    rt = load_runtime("trtllm-bench")  # the points' runtime (validate.BENCH_RUNTIME)
+    rt_truth = {"trtllm-bench": rt.with_fit("h100", RuntimeFit(400e-6, 6e-6, 0.0, 0.9))}
     raw = []
     specs = [
         ("Llama-3.1-8B", 1, 1, None, "FP8", 1024, 1024, 1, "decode_tokens_per_s_per_user", "tok/s/user"),
@@ -195,7 +196,7 @@ def test_calibration_recovers_known_factors(tmp_path):
     assert fit.values["network"] == pytest.approx(0.72, rel=0.1)
     assert fit.values["moe"] == pytest.approx(0.55, rel=0.1)
     assert fit.values["kernel_launch_us"] == pytest.approx(3.0, rel=0.15)
-    assert fit.runtime_values["trtllm"]["step_us"] == pytest.approx(400.0, rel=0.15)
+    assert fit.runtime_values["trtllm-bench"]["step_us"] == pytest.approx(400.0, rel=0.15)
 
 
 def test_write_fit_records_values_and_keeps_file_loadable(tmp_path):
@@ -205,7 +206,7 @@ def test_write_fit_records_values_and_keeps_file_loadable(tmp_path):
     hw = _load_file(path)
     fit = calibrate(hw, DEFAULT_MEASUREMENTS, cases=load_cases(DEFAULT_MEASUREMENTS))
     write_fit(fit, DEFAULT_MEASUREMENTS, runtime_dir=tmp_path)  # never the shipped runtimes/*.yaml
-    assert (tmp_path / "trtllm.yaml").exists()
+    assert (tmp_path / "trtllm-bench.yaml").exists()  # the points' runtime (validate.BENCH_RUNTIME)
     again = _load_file(path)
     assert again.efficiency_kind == "calibration"
     assert again.eta_compute == pytest.approx(fit.values["compute"], rel=1e-3)
@@ -256,7 +257,8 @@ def test_inter_token_latency_node_and_attention_rows(tmp_path):
     f.write_text(_yaml.safe_dump({"measurements": rows}))
     res = {r["id"]: r for r in validate(f)["cases"]}
     assert all(r["supported"] for r in res.values()), res
-    itl = evaluate("llama-3.1-70b", "h200", batch=16, isl=1024, osl=1024, tp=4, precision="fp8")
+    itl = evaluate("llama-3.1-70b", "h200", batch=16, isl=1024, osl=1024, tp=4, precision="fp8",
+                   runtime="trtllm-bench")
     # the same TPOT; validate drops the per-request serving work of offline benchmark rows, which moves
     # the closed loop's batch a little (shorter TTFT: more of the 16 clients decode at once)
     assert res["itl"]["predicted"] == pytest.approx(itl["tpot_s"] * 1e3, rel=2e-3)
