@@ -347,6 +347,19 @@ class _Shape:
         self.counts = param_counts(c)
         self.n_moe = np.where(self.E > 0, self.L - _col(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
+        # kernels one layer launches (averaged over dense and MoE layers): the qkv and o
+        # GEMMs, attention, the small kernels, two all-reduces at tp > 1, the dense MLP's two GEMMs or
+        # the MoE layer's (router, two grouped GEMMs, routing/permute/unpermute, shared experts,
+        # dispatch + combine under attention DP).  A runtime that fuses the residual add + RMSNorm
+        # into its tensor-parallel all-reduces (fusion.allreduce_norm) launches the layer's two norms
+        # inside those two kernels.  A function of the shape and deployment only: counted once here.
+        wd, wm = self.n_dense / self.L, self.n_moe / self.L
+        tp_ar = self.t > 1
+        fused_norms = np.where(self.rt_ar_norm & tp_ar & (self.dp == 1), 2.0, 0.0)
+        shared = self.Es * self.Fs / self.t > 0
+        self.kernels_per_layer = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER - fused_norms + np.where(tp_ar, 2.0, 0.0)
+                                  + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(shared, 2.0, 0.0)
+                                                     + np.where((self.e > 1) & (self.dp > 1), 2.0, 0.0)))
         self.Ls = np.ceil(self.L / self.p)  # layers on the worst stage
         self.nq_loc = self.nq / self.t
         kv_heads_loc = np.ceil(self.nkv / self.t)
@@ -531,14 +544,8 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
         "attn_c": attn_c, "attn_m": attn_m,
         "t_ar": t_ar,  # one tensor-parallel all-reduce of the step's M tokens (the MTP projection's)
     }
-    # a runtime that fuses the residual add + RMSNorm into the tensor-parallel all-reduces (fusion.
-    # allreduce_norm) launches the layer's two norms inside those two kernels
-    fused_norms = np.where(s.rt_ar_norm & (t > 1) & (s.dp == 1), 2.0, 0.0)
-    kernels = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER - fused_norms + np.where(t > 1, 2.0, 0.0)
-               + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(plan["shared_w"] > 0, 2.0, 0.0)
-                                  + np.where((s.e > 1) & (s.dp > 1), 2.0, 0.0)))
     per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
-                 "overhead": kernels * hw.launch}
+                 "overhead": s.kernels_per_layer * hw.launch}
     return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
 
 
