@@ -240,10 +240,7 @@ def _kernel_params(k: Section) -> dict[str, Any]:
     if out["attention_tile"] < 1:
         raise SpecError(k.where, k.key("attention_tile"), f"must be >= 1, got {out['attention_tile']!r}")
     for key, attr in KERNEL_FLAGS.items():
-        v = k.raw(key, False)
-        if not isinstance(v, bool):
-            raise SpecError(k.where, k.key(key), f"expected true or false, got {v!r}")
-        out[attr] = v
+        out[attr] = k.boolean(key, False)
     return out
 
 

@@ -150,22 +150,15 @@ def _load_file(path: Path) -> Runtime:
     s = top.section("scheduling")
     s.check_keys({"prompts", "max_tokens_per_step", "max_batch", "kv_admission", "host_overlap",
                   "source", "notes"})
-    overlap = s.raw("host_overlap", False)
-    if not isinstance(overlap, bool):
-        raise SpecError(where, "scheduling.host_overlap", f"expected true or false, got {overlap!r}")
+    overlap = s.boolean("host_overlap", False)
     s.string("source")
     g = top.section("cuda_graphs")
     g.check_keys({"padding", "step", "max_batch", "source", "notes"})
-    padding = g.raw("padding", True)
-    if not isinstance(padding, bool):
-        raise SpecError(where, "cuda_graphs.padding", f"expected true or false, got {padding!r}")
-    fu = top.section("fusion") if top.raw("fusion", None) is not None else None
-    fuse_ar_norm = False
-    if fu is not None:
-        fu.check_keys({"allreduce_norm", "source", "notes"})
-        fuse_ar_norm = fu.raw("allreduce_norm", False)
-        if not isinstance(fuse_ar_norm, bool):
-            raise SpecError(where, "fusion.allreduce_norm", f"expected true or false, got {fuse_ar_norm!r}")
+    padding = g.boolean("padding", True)
+    fu = top.section("fusion", required=False)  # optional: no fusion section, no fusions
+    fu.check_keys({"allreduce_norm", "source", "notes"})
+    fuse_ar_norm = fu.boolean("allreduce_norm", False)
+    if fu.has("allreduce_norm"):
         fu.string("source")
     a = top.section("attention")
     a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})

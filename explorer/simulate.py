@@ -353,7 +353,7 @@ class _Shape:
         # dispatch + combine under attention DP).  A runtime that fuses the residual add + RMSNorm
         # into its tensor-parallel all-reduces (fusion.allreduce_norm) launches the layer's two norms
         # inside those two kernels.  A function of the shape and deployment only: counted once here.
-        wd, wm = self.n_dense / self.L, self.n_moe / self.L
+        self.wd, self.wm = wd, wm = self.n_dense / self.L, self.n_moe / self.L  # layer shares
         tp_ar = self.t > 1
         fused_norms = np.where(self.rt_ar_norm & tp_ar & (self.dp == 1), 2.0, 0.0)
         shared = self.Es * self.Fs / self.t > 0
@@ -470,7 +470,7 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None, q_attn=N
     ]
     return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "q_attn": q_attn,
             "n_pre": n_pre, "P": P, "M": M,
-            "T_tot": T_tot, "slots_gpu": slots_gpu, "shared_w": shared_w, "requests": requests,
+            "T_tot": T_tot, "slots_gpu": slots_gpu, "requests": requests,
             "touched": np.where(M_moe > 0, touched, 0.0)}
 
 
@@ -526,7 +526,7 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
         t_a2a = np.zeros_like(T_tot)
     # --- per-layer sums (averaged over dense and MoE layers)
     qkv, o, up, down, eup, edown, router, sup, sdown = (g[k] for k in _GEMMS[:-1])
-    wd, wm = s.n_dense / s.L, s.n_moe / s.L
+    wd, wm = s.wd, s.wm
     t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
     # permute (gather tokens by expert) and unpermute (weighted scatter-add, bf16): read + write each
     t_perm = plan["slots_gpu"] * H * (2.0 * s.b_a + 2.0 * COMBINE_BYTES) / (hw.hbm_bw * hw.eta_m)

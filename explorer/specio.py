@@ -256,6 +256,13 @@ class Section:
             min_exclusive=min_exclusive,
         )
 
+    def boolean(self, name: str, default: Any = ...) -> bool:
+        """A YAML ``true``/``false`` (anything else is a one-line error naming the key)."""
+        v = self.raw(name, default)
+        if not isinstance(v, bool):
+            raise SpecError(self.where, self.key(name), f"expected true or false, got {_short(v)}")
+        return v
+
     def string(self, name: str, default: Any = ..., choices: Any = None) -> Any:
         v = self.raw(name, default)
         if v is None:
