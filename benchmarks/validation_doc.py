@@ -75,7 +75,7 @@ def main() -> None:
     w("| | rows | median \\|error\\| | p90 \\|error\\| | median signed |")
     w("|---|---:|---:|---:|---:|")
     s = fronts["summary"]["curves"]
-    for axis, name in (("tok_s_gpu", "tokens/s/GPU"), ("tok_s_user", "tokens/s/user"), ("ttft", "TTFT (mean)")):
+    for axis, name in (("tok_s_gpu", "tokens/s/GPU"), ("tok_s_user", "tokens/s/user"), ("ttft", "TTFT (median where the row gives one, else mean)")):
         st = s[axis]["all"]
         w(f"| {name}, in-sample | {st['n']} | {pct(st['median_abs_error'])} | {pct(st['p90_abs_error'])} | "
           f"{st['median_signed_error']:+.1%} |")

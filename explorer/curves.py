@@ -18,7 +18,21 @@ Reading rules (each documented where it is applied):
   derivation against 232 InferenceX rows with both figures: +2.3 % median bias.  Derived InferenceX
   figures are divided by :data:`DERIVED_THROUGHPUT_BIAS` before comparison; others are compared as
   they are (their bias is unknown).
-* **TTFT** is compared with the mean where the row has one (``mean_ttft_ms``), else ``ttft_ms``.
+* **TTFT** is compared with the median where the row gives one, else with the mean.  ``ttft_ms``
+  is the statistic the row's ``stat`` names (text starting ``mean`` or ``median``); otherwise it is
+  the median when the row
+  also carries ``mean_ttft_ms`` (InferenceX fixture rows: ``ttft_ms`` = median_ttft,
+  ``mean_ttft_ms`` = mean_ttft) and the mean otherwise.  A median is scored against the simulator's
+  closed-loop p50 (``ttft_p50_s``, :func:`explorer.open_loop.percentiles`, with the lengths'
+  spread of the uniform draw); a mean against its steady-state mean plus the opening burst of a
+  finite InferenceX run (:func:`explorer.closed_loop.start_burst_ttft_s`).  Why the median first:
+  the measured means carry one-off stalls that no steady state has -- on the 55 InferenceX SGLang
+  DeepSeek-R1 rows with both, (mean - median) x 10 C requests is already 4.1 s at 4 clients on H200
+  and 10.8 s on MI300X (the opening burst of 4 prompts is ~0.2 s of it): seconds-long stalls in a
+  few requests (first-use JIT compiles of new batch shapes are the likely cause; not modelled).
+  Fitted to those means, the per-request host cost (``per_request_us``) absorbed them (320 ms on
+  MI300X against a measured median TTFT of 167 ms at 4 clients) and every TTFT limit in a sweep
+  was judged against it.
 * **Deployment.** ``tp``/``ep`` as given (``ep`` only for MoE models); ``dp_attention: true`` is
   attention data parallelism over the ``tp`` GPUs (``t = 1, dp = tp``: TensorRT-LLM "DEP", SGLang
   ``--enable-dp-attention``); ``num_gpus`` must equal ``tp * pp``.
@@ -29,6 +43,7 @@ Reading rules (each documented where it is applied):
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any
@@ -89,6 +104,32 @@ ROW_KEYS = CURVE_KEYS - {"concurrencies", "throughput_field"} | {
     "mean_tpot_ms", "total_tok_s_gpu", "stat", "run_url"}
 AXES = ("tok_s_gpu", "tok_s_user", "ttft")
 _FORMAT_SUFFIX = re.compile(r"[-_](fp8|fp4|nvfp4|mxfp4|bf16|fp16|int8|int4|awq|gptq)$", re.I)
+
+
+def length_cv(meta: Any) -> float:
+    """Coefficient of variation of InferenceX's uniform ``[r L, L]`` lengths (r as
+    :func:`inferencex_mean_length` reads it): ``(1 - r) / (sqrt(3) (1 + r))``, 0.064 at r = 0.8."""
+    m = 2.0 * inferencex_mean_length(meta) - 1.0  # r
+    return (1.0 - m) / (math.sqrt(3.0) * (1.0 + m))
+
+
+#: the simulator column a median TTFT is scored against (seconds; explorer/simulate.py)
+MEDIAN_TTFT_COLUMN = "ttft_p50_s"
+
+
+def ttft_statistic(raw: dict) -> tuple[float | None, str]:
+    """The row's TTFT (ms) to score and its simulator column: ``(median, MEDIAN_TTFT_COLUMN)`` where
+    the row gives a median, else ``(mean, "")`` (the mean's default column, ``ttft_s``), or
+    ``(None, "")`` without a TTFT.  See the module docstring for which key holds which statistic."""
+    from explorer.validate import positive_number as _positive
+
+    stat = str(raw.get("stat") or "").strip().lower()  # free text in the files ("unknown (probably mean)")
+    plain = _positive(raw, "ttft_ms", required=False)
+    mean = _positive(raw, "mean_ttft_ms", required=False)
+    plain_is_median = stat.startswith("median") or (not stat.startswith("mean") and mean is not None)
+    if plain is not None and plain_is_median:
+        return plain, MEDIAN_TTFT_COLUMN
+    return (mean if mean is not None else plain), ""
 
 
 def is_curves_file(data: Any) -> bool:
@@ -183,12 +224,16 @@ def curve_cases(data: dict, where: str) -> list:
             note = "derived throughput, de-biased /1.023" if derived and _inferencex(text) else (
                 "derived throughput (bias unknown)" if derived else "")
             measured_user = _positive(raw, "tok_s_user")
-            ttft = _positive(raw, "mean_ttft_ms", required=False) or _positive(raw, "ttft_ms", required=False)
+            ttft, ttft_column = ttft_statistic(raw)
+            if ttft_column:  # the median: the closed-loop p50 over InferenceX's uniform lengths
+                cv = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0
+                values.update(latency_percentiles=1.0, isl_cv=cv, osl_cv=cv)
             # every figure of the row is read before any case is made: a bad one fails them all
             out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
             out.append(Case(f"{rid}:tok_s_user", "tok_s_user", "tok/s/user", measured_user or 0.0, **common))
             if ttft is not None:
-                out.append(Case(f"{rid}:ttft", "ttft", "ms", ttft, **common))
+                out.append(Case(f"{rid}:ttft", "ttft", "ms", ttft, column=ttft_column,
+                                note="median TTFT (closed-loop p50)" if ttft_column else "", **common))
         except (ValueError, TypeError, ExplorerError) as e:
             for axis, unit in (("tok_s_gpu", "tok/s/gpu"), ("tok_s_user", "tok/s/user")):
                 out.append(Case(f"{rid}:{axis}", axis, unit, float("nan"), kind="curve", regime="curve",

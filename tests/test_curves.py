@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 import yaml
 
 from explorer.api import evaluate
-from explorer.curves import DERIVED_THROUGHPUT_BIAS
+from explorer.curves import DERIVED_THROUGHPUT_BIAS, MEDIAN_TTFT_COLUMN, length_cv, ttft_statistic
+from explorer.design import build_design
+from explorer.simulate import simulate
 from explorer.validate import load_cases, predict, validate
 
 FRONTS = Path(__file__).resolve().parent.parent / "validation" / "fronts.yaml"
@@ -44,13 +47,62 @@ def test_row_yields_three_cases_with_inferencex_mean_lengths(fronts, tmp_path):
     assert (c.values["tp"], c.values["ep"], c.values["batch"], c.values["runtime"]) == (8, 1, 4, "sglang")
     assert c.family == "moe" and c.curve == "ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25"
     assert c.measured == 45.93  # measured throughput, not de-biased
-    assert cases[2].measured == 259.9  # the mean TTFT where the row has one
+    # the row has mean_ttft_ms 259.9 and ttft_ms 156.3 (InferenceX median_ttft): the median is scored
+    assert cases[2].measured == 156.3 and cases[2].column == MEDIAN_TTFT_COLUMN
+    assert c.values["latency_percentiles"] == 1.0
+    assert c.values["isl_cv"] == c.values["osl_cv"] == pytest.approx(0.2 / (math.sqrt(3.0) * 1.8))
     # predicted = the simulator at batch = concurrency, on the row's runtime
     pred = predict(cases)
     r = evaluate("deepseek-r1", "h200", batch=4, isl=922, osl=922, tp=8, precision="fp8", runtime="sglang")
     assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-9)
     assert pred[1] == pytest.approx(r["tokens_per_s_per_user"], rel=1e-9)
-    assert pred[2] >= r["ttft_s"] * 1e3  # plus the opening burst of the finite benchmark
+    # the median against the closed-loop p50, without the opening burst (a mean's correction)
+    design, table = build_design({"model": np.array(["deepseek-r1"], dtype=object), "hardware": np.array(["h200"], dtype=object),
+                                  "precision": np.array(["fp8"], dtype=object), "runtime": np.array(["sglang"], dtype=object),
+                                  "batch": np.array([4]), "isl": np.array([922]), "osl": np.array([922]), "tp": np.array([8]),
+                                  "latency_percentiles": np.array([1.0]), "isl_cv": np.array([c.values["isl_cv"]]),
+                                  "osl_cv": np.array([c.values["osl_cv"]])}, "test")
+    design["front_end"] = np.ones(1)
+    p50 = float(simulate(design, table)["ttft_p50_s"][0]) * 1e3
+    assert pred[2] == pytest.approx(p50, rel=1e-9)
+    assert 0.0 < pred[2] < 1e3
+
+
+@pytest.mark.parametrize("keys, want", [
+    ({"ttft_ms": 156.3, "mean_ttft_ms": 259.9}, (156.3, MEDIAN_TTFT_COLUMN)),  # InferenceX fixture rows
+    ({"ttft_ms": 562.2, "stat": "mean"}, (562.2, "")),  # AIConfigurator's copies of the means
+    ({"ttft_ms": 562.2}, (562.2, "")),  # unstated: the mean, as before
+    ({"ttft_ms": 562.2, "stat": "unknown (probably mean)"}, (562.2, "")),
+    ({"ttft_ms": 120.0, "stat": "median"}, (120.0, MEDIAN_TTFT_COLUMN)),
+    ({"ttft_ms": 120.0, "mean_ttft_ms": 300.0, "stat": "mean"}, (300.0, "")),  # both means: the explicit one
+    ({"mean_ttft_ms": 300.0}, (300.0, "")),
+    ({}, (None, "")),
+])
+def test_ttft_statistic_median_where_given(keys, want):
+    assert ttft_statistic(keys) == want
+
+
+def test_length_cv_of_the_uniform_draw():
+    # U[0.8 L, L]: sd = 0.2 L / sqrt(12), mean 0.9 L
+    assert length_cv({"inferencex_conventions": "random-range-ratio 0.8"}) == pytest.approx(0.2 / math.sqrt(12) / 0.9)
+    assert length_cv({"x": "random-range-ratio 1.0"}) == 0.0
+
+
+def test_a_mean_ttft_row_keeps_the_opening_burst(fronts, tmp_path):
+    rid = "aicix_llama70b_h200_trtllm_fp8_tp1ep1_1k1k_2025-10-29_c64"
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(_small(fronts, {rid})))
+    cases = load_cases(p)
+    t = cases[2]
+    assert t.metric == "ttft" and t.column == "" and "latency_percentiles" not in t.values
+    assert t.measured == 1345.1  # the row's ttft_ms (stat: mean)
+    pred = predict(cases)
+    # the recipe's context batching wait (TP1 1k/1k) is part of the case, as in validate
+    r = evaluate("llama-3.1-70b", "h200", batch=64, isl=922, osl=922, tp=1, precision="fp8", runtime="trtllm",
+                 front_end=True, batch_wait_iters=20, batch_wait_ratio=0.9)
+    # the steady-state mean plus the opening burst: (C - 1)/2 prompts' engine time over 10 C requests
+    burst_s = (64 - 1) / 2.0 * r["prefill_s_per_request"] / 10.0
+    assert pred[2] == pytest.approx((r["ttft_s"] + burst_s) * 1e3, rel=1e-9)
 
 
 def test_derived_throughput_is_debiased(fronts, tmp_path):

@@ -273,8 +273,12 @@ def test_more_bandwidth_or_flops_never_slower(v, what, f):
 #: Largest throughput drop allowed when faster hardware grows the decode batch: in prefill-bound
 #: rows (OSL ~ 10, ISL ~ 5k) a larger decode batch shrinks the mixed steps' prompt budget and adds
 #: decode attention to every prompt chunk, so the prompt rate falls slightly (measured: <= 0.8 % on
-#: the 20,000-design sweep at 1.5x HBM bandwidth).
-GROWN_BATCH_SLACK = 0.02
+#: the 20,000-design sweep at 1.5x HBM bandwidth).  Worst seen since: 2.2 %, an almost prefill-only
+#: MoE row (OSL 2, ISL 3.7k, 465 clients, dp 2, 128 experts top-5 on h200-nvl's 2026-12-01
+#: calibration) at 1.5x HBM bandwidth -- decode batch 7.5 -> 8.4: each decode step touches more
+#: experts (1.6 % of it, CUDA-graph padding off) and crosses the capture size 8 (the other 0.6 %),
+#: while its prefill is compute-bound and barely faster.
+GROWN_BATCH_SLACK = 0.03
 #: Residual of the simulator's closed-loop fixed point (explorer.simulate.FIXED_POINT_ITERATIONS passes)
 FIXED_POINT_TOLERANCE = 2e-3
 
