@@ -1,7 +1,8 @@
 """Optuna journal files that survive being killed.
 
 A study's default storage is an append-only journal, ``<out>/<study>.journal``: one JSON operation
-per line, fsync'ed.  Two things can go wrong when a process is killed (``kill -9``, a scheduler's
+per line, fsync'ed where a finished trial or the study depends on it (:data:`DURABLE_OPS`).  Two
+things can go wrong when a process is killed (``kill -9``, a scheduler's
 SIGKILL, a power cut), and this module handles both at the root:
 
 * **the lock.**  Optuna's default :class:`~optuna.storages.journal.JournalFileSymlinkLock` is a
@@ -158,8 +159,28 @@ def _fix_torn_tail(path: str, fd: int) -> None:
           f"every whole line is kept; the fragment is in {saved}")
 
 
+#: Journal operations after which an append is fsync'ed (optuna.storages.journal._storage.JournalOperation):
+#: the study's own (create, delete, study attributes: 0-3), a trial's state and values (6: the
+#: operation that finishes a trial) and discards (10).  A trial's other operations (create 4, params
+#: 5, intermediate values 7, attributes 8-9) are written (``os.write``: in the kernel's page cache
+#: at once, so a killed process loses none of them; ``close`` flushes them to an NFS server) but not
+#: forced to disk one by one: the fsync of the finishing operation forces every earlier line of the
+#: file with it, so a power cut can only take operations of trials that had not finished -- which a
+#: resumed study runs again anyway -- and a torn tail is cut as above.  Measured on the 2-core
+#: machine, dense-70b-h200's default sweep: 17,906 appends, 18 per trial, whose fsyncs took 4.2 s of
+#: the run's 58 s under cProfile; Optuna's own backend fsyncs every append.
+DURABLE_OPS = frozenset({0, 1, 2, 3, 6, 10})
+_LAZY_OPS = frozenset(range(11)) - DURABLE_OPS
+
+
+def needs_fsync(logs: list[dict[str, Any]]) -> bool:
+    """Whether an append of ``logs`` must reach the disk before it returns (:data:`DURABLE_OPS`)."""
+    return any(log.get("op_code") not in _LAZY_OPS for log in logs)  # an unknown operation: fsync
+
+
 class SafeJournalBackend(JournalFileBackend):
-    """:class:`JournalFileBackend` with :class:`FlockLock` that never appends after a torn line."""
+    """:class:`JournalFileBackend` with :class:`FlockLock` that never appends after a torn line, and
+    that fsyncs the appends a finished trial or the study depends on (:data:`DURABLE_OPS`)."""
 
     def __init__(self, file_path: str) -> None:
         lock = FlockLock(file_path) if fcntl is not None else None
@@ -177,7 +198,8 @@ class SafeJournalBackend(JournalFileBackend):
                 while view:
                     n = os.write(fd, view)
                     view = view[n:]
-                os.fsync(fd)
+                if needs_fsync(logs):
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 

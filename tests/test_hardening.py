@@ -64,6 +64,35 @@ def test_1_lock_of_a_killed_holder_is_free(tmp_path):
     assert time.monotonic() - t0 < 30
 
 
+def test_1_journal_fsyncs_what_a_finished_trial_needs(tmp_path, monkeypatch):
+    """A trial's params and attributes are written unsynced; the operation that finishes it is
+    fsync'ed (and with it every earlier line), as are the study's own operations."""
+    import explorer.journal as jmod
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(jmod.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    path = tmp_path / "s.journal"
+    storage = optuna.storages.JournalStorage(jmod.SafeJournalBackend(str(path)))
+    study = optuna.create_study(study_name="s", storage=storage, directions=["maximize", "minimize"])
+    after_create = len(synced)
+    assert after_create >= 1  # the study's creation (and its system attributes)
+    for i in range(3):
+        t = study.ask()
+        t.suggest_int("x", 0, 10)
+        t.suggest_float("y", 0.0, 1.0)
+        t.set_user_attr("reason", "ok")
+        study.tell(t, [float(i), 1.0 - i])
+    # per trial: create, 2 params, 1 user attribute unsynced; its state + values synced once
+    assert len(synced) - after_create == 3
+    ops = [json.loads(line)["op_code"] for line in path.read_bytes().splitlines()]
+    assert ops.count(6) == 3 and ops.count(5) == 6
+    assert jmod.needs_fsync([{"op_code": 42}]) and not jmod.needs_fsync([{"op_code": 5}, {"op_code": 8}])
+    again = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(path))))
+    assert [t.state.name for t in again.get_trials()] == ["COMPLETE"] * 3
+
+
 # ------------------------------------------------------------------------------------------ 2
 
 
