@@ -45,6 +45,7 @@ import pandas as pd
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from explorer.dashboard_attrs import trial_attrs
 from explorer.errors import SpecError
 from explorer.interrupts import FORWARD_SIGNAL, GracefulInterrupt
 from explorer.space import Choice, FloatRange, IntRange, SearchSpace, space_from_text
@@ -221,40 +222,6 @@ def _usable(space: SearchSpace, params: dict[str, Any]) -> bool:
     return True
 
 
-#: Figures every trial carries as user attributes (optuna-dashboard's trial table and detail), with
-#: the results-table column each comes from and its scale; objectives are left out (they are the
-#: trial's named values already).
-DASHBOARD_FIGURES = {
-    "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", 1.0),
-    "tokens_per_s_per_user": ("tokens_per_s_per_user", 1.0),
-    "ttft_s": ("ttft_s", 1.0),
-    "gpus": ("gpus", 1.0),
-    "memory_GB_per_gpu": ("memory_bytes_per_gpu", 1e-9),
-    "params_total_B": ("params_total", 1e-9),
-    "params_active_B": ("params_active", 1e-9),
-}
-
-
-def trial_attrs(space: SearchSpace, ev) -> list[dict[str, Any]]:
-    """Per trial of an evaluation: ``feasible``, ``reason`` (the results table's text, "feasible"
-    for a feasible point) and the headline figures of :data:`DASHBOARD_FIGURES` that are not
-    objectives, rounded to 4 significant digits.  Written as user attributes because
-    optuna-dashboard 0.21 shows those, and reads neither Optuna 5's per-key constraints nor any
-    feasibility; the results table is still rebuilt by re-scoring, never from these."""
-    reasons = space.frame(ev)["reason"].to_numpy(dtype=object)
-    figures = {k: (col, scale) for k, (col, scale) in DASHBOARD_FIGURES.items()
-               if col not in space.objectives and col in ev.res}
-    out = []
-    for i in range(ev.n):
-        ok = bool(ev.feasible[i])
-        attrs: dict[str, Any] = {"feasible": ok, "reason": "feasible" if ok else str(reasons[i])}
-        for k, (col, scale) in figures.items():
-            v = float(ev.res[col][i]) * scale
-            attrs[k] = str(v) if not np.isfinite(v) else int(v) if k == "gpus" else float(f"{v:.4g}")
-        out.append(attrs)
-    return out
-
-
 def samples_from_params(space: SearchSpace, params: list[dict[str, Any]]) -> dict[str, list]:
     return {k: [p[k] for p in params] for k in space.searched}
 
@@ -271,7 +238,7 @@ def _score_shapes(space: SearchSpace, scanner, params: list[dict[str, Any]], key
     """Shape trials (explorer/shapes.py): each shape scanned over its deployments; the trial is told
     its front's extremes, and its attributes describe its best row in the first objective."""
     results = scanner.scan(params)
-    attrs = trial_attrs(space, scanner.representatives(params))
+    attrs = [dict(r.attrs) for r in results]  # the best front row's figures, kept by the scan
     for a, r in zip(attrs, results, strict=True):
         a["feasible"] = r.feasible
         a["front_points"] = r.front_points

@@ -24,13 +24,14 @@ into calls (rows are scored independently), so a study's table does not depend o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from explorer.dashboard_attrs import trial_attrs
 from explorer.frontier import pareto_mask
 from explorer.space import DEPLOY_KEYS, Choice, FloatRange, IntRange, SearchSpace
 
@@ -84,6 +85,9 @@ class ShapeResult:
     keep: np.ndarray  # indices into the deployment table, or [-1] for the probe row
     front_points: int
     rep: int  # the row the dashboard attributes describe (first objective's best front row)
+    #: the trial's dashboard attributes (explorer/dashboard_attrs.py), from the scan's own score of
+    #: row ``rep`` (before 2026-12-01 that row was simulated a second time per trial: 8 ms each)
+    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 class Scanner:
@@ -141,16 +145,18 @@ class Scanner:
         keys = space.constraint_keys()
         probe = space.evaluate(self.samples(shapes, [np.array([-1])] * len(shapes)), len(shapes), detail=False)
         good = [i for i in range(len(shapes)) if int(probe.code[i]) not in SHAPE_ONLY]
-        for i in range(len(shapes)):
-            if i not in good:
-                self.cache[self.key(shapes[i])] = ShapeResult(
-                    probe.objectives[i].tolist(), {k: float(probe.constraints[k][i]) for k in keys}, False,
-                    np.array([-1]), 0, -1)
+        bad = [i for i in range(len(shapes)) if i not in good]
+        bad_attrs = trial_attrs(space, probe.take(np.array(bad, dtype=np.int64))) if bad else []
+        for i, attrs in zip(bad, bad_attrs, strict=True):
+            self.cache[self.key(shapes[i])] = ShapeResult(
+                probe.objectives[i].tolist(), {k: float(probe.constraints[k][i]) for k in keys}, False,
+                np.array([-1]), 0, -1, attrs)
         per_call = max(1, MAX_POINTS // self.n_dep)
         for a in range(0, len(good), per_call):
             part = [shapes[i] for i in good[a:a + per_call]]
             full = np.arange(self.n_dep)
             ev = space.evaluate(self.samples(part, [full] * len(part)), len(part) * self.n_dep, detail=False)
+            done: list[ShapeResult] = []
             for j, s in enumerate(part):
                 sl = slice(j * self.n_dep, (j + 1) * self.n_dep)
                 feas = ev.feasible[sl]
@@ -172,12 +178,11 @@ class Scanner:
                     res = ShapeResult(obj[r].tolist(), {k: float(ev.constraints[k][sl][r]) for k in keys}, False,
                                       np.array([r]), 0, r)
                 self.cache[self.key(s)] = res
-
-    def representatives(self, shapes: list[dict[str, Any]]):
-        """One fully evaluated row per shape (:attr:`ShapeResult.rep`): what the dashboard attributes
-        describe."""
-        rows = [np.array([r.rep]) for r in self.scan(shapes)]
-        return self.space.evaluate(self.samples(shapes, rows), len(shapes))
+                done.append(res)
+            # every shape's dashboard attributes from its representative row, as scored here
+            reps = np.array([j * self.n_dep + d.rep for j, d in enumerate(done)], dtype=np.int64)
+            for d, attrs in zip(done, trial_attrs(space, ev.take(reps)), strict=True):
+                d.attrs = attrs
 
     def frame(self, shapes: list[dict[str, Any]], trials: list[int]) -> pd.DataFrame:
         """The results table of the shapes' kept rows, ``trial`` = the trial number of each shape."""

@@ -21,7 +21,7 @@ from conftest import stop_process
 from test_space import space_from
 
 from explorer.cli import main
-from explorer.search import DASHBOARD_FIGURES
+from explorer.dashboard_attrs import DASHBOARD_FIGURES
 from explorer.space import load_space
 
 pytest.importorskip("optuna_dashboard")
