@@ -19,10 +19,9 @@ Reading rules (each documented where it is applied):
   figures are divided by :data:`DERIVED_THROUGHPUT_BIAS` before comparison; others are compared as
   they are (their bias is unknown).
 * **TTFT** is compared with the median where the row gives one, else with the mean.  ``ttft_ms``
-  is the statistic the row's ``stat`` names (text starting ``mean`` or ``median``); otherwise it is
-  the median when the row
-  also carries ``mean_ttft_ms`` (InferenceX fixture rows: ``ttft_ms`` = median_ttft,
-  ``mean_ttft_ms`` = mean_ttft) and the mean otherwise.  A median is scored against the simulator's
+  is the statistic the row's ``stat`` names (text starting ``mean`` or ``median``); without one it
+  is the median when the row also carries ``mean_ttft_ms`` (InferenceX fixture rows: ``ttft_ms`` =
+  median_ttft, ``mean_ttft_ms`` = mean_ttft) and the mean otherwise.  A median is scored against the simulator's
   closed-loop p50 (``ttft_p50_s``, :func:`explorer.open_loop.percentiles`, with the lengths'
   spread of the uniform draw); a mean against its steady-state mean plus the opening burst of a
   finite InferenceX run (:func:`explorer.closed_loop.start_burst_ttft_s`).  Why the median first:
