@@ -145,7 +145,7 @@ class Scanner:
         keys = space.constraint_keys()
         probe = space.evaluate(self.samples(shapes, [np.array([-1])] * len(shapes)), len(shapes), detail=False)
         good = [i for i in range(len(shapes)) if int(probe.code[i]) not in SHAPE_ONLY]
-        bad = [i for i in range(len(shapes)) if i not in good]
+        bad = [i for i in range(len(shapes)) if int(probe.code[i]) in SHAPE_ONLY]  # rejected by the probe
         bad_attrs = trial_attrs(space, probe.take(np.array(bad, dtype=np.int64))) if bad else []
         for i, attrs in zip(bad, bad_attrs, strict=True):
             self.cache[self.key(shapes[i])] = ShapeResult(
