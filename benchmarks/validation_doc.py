@@ -40,9 +40,11 @@ def stats(errs) -> tuple[int, float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cv", help="output of benchmarks/cross_validate.py --json")
+    ap.add_argument("--cv-config", help="output of benchmarks/cross_validate.py --hold-out config --json")
     args = ap.parse_args()
     cv = json.loads(Path(args.cv).read_text()) if args.cv else {"errors": {}, "curves": {}}
     held = cv["errors"]
+    held_cfg = json.loads(Path(args.cv_config).read_text())["errors"] if args.cv_config else {}
     fronts = validate(VAL / "fronts.yaml")
     points = validate(VAL / "measurements.yaml")
     kernels = validate(VAL / "kernels.yaml") if (VAL / "kernels.yaml").exists() else None
@@ -70,7 +72,10 @@ def main() -> None:
       "GPU, runtime (`framework`), tp/ep, precision and mean lengths (0.9 L for InferenceX's uniform "
       "[0.8 L, L]) at batch = concurrency.  Derived InferenceX throughputs are divided by 1.023 (fronts.yaml "
       "`meta.derived_throughput`).  **Held out** = the curve's kind refitted without any row of that curve, "
-      "then the curve predicted: the figure to expect on curves we do not have.")
+      "then the curve predicted: the figure to expect on curves we do not have.  **Held out by "
+      "configuration** = every curve of the same model and runtime on the kind left out together (its other "
+      "splits, lengths and dates too; `benchmarks/cross_validate.py --hold-out config`): the figure to "
+      "expect for a model and runtime never measured on that GPU.")
     w("")
     w("| | rows | median \\|error\\| | p90 \\|error\\| | median signed |")
     w("|---|---:|---:|---:|---:|")
@@ -87,6 +92,9 @@ def main() -> None:
                                      and cases[k].family == fam)
             if n:
                 w(f"| &nbsp;&nbsp;{fam}, held out | {n} | {pct(med)} | {pct(p90)} | {sgn:+.1%} |")
+        n, med, p90, sgn = stats(v for k, v in held_cfg.items() if k.endswith(":" + axis))
+        if n:
+            w(f"| {name}, held out by configuration | {n} | {pct(med)} | {pct(p90)} | {sgn:+.1%} |")
     w("")
     w("By runtime (in-sample, tokens/s/GPU): " + "; ".join(
         f"{k} {pct(v['median_abs_error'])} median, {pct(v['p90_abs_error'])} p90 ({v['n']} rows)"

@@ -200,6 +200,40 @@ def prior_hardware(hw: Hardware) -> Hardware:
     return hw.with_efficiency(**{PARAMS[k][0]: float(v) / PARAMS[k][3] for k, v in prior.items() if k in PARAMS})
 
 
+#: kind factors that only served measurements identify (no kernel row depends on them): a kind with
+#: no serving curve of its own starts them from its family's (:func:`family_serving_prior`)
+SERVED_ONLY = ("kernel_launch_us", "moe", "moe_group_us", "dequant")
+
+
+def _served_curves(hw: Hardware) -> bool:
+    """Whether a kind's file was calibrated on serving curves of its own (its case list names curve rows)."""
+    cal = (hw.raw.get("efficiency", {}) or {}).get("calibration") or {}
+    cases = cal.get("cases") if isinstance(cal, dict) else None
+    return isinstance(cases, list) and any(str(c).endswith((":tok_s_gpu", ":tok_s_user")) for c in cases)
+
+
+def family_serving_prior(hw: Hardware) -> dict[str, float]:
+    """For a kind calibrated without serving curves: the served-only factors (:data:`SERVED_ONLY`)
+    as the mean (geometric for efficiencies) of the fitted values of the other kinds of its
+    architecture family that were fitted on curves -- the per-kernel cost under CUDA/HIP graphs and
+    the grouped-GEMM factors are the software stack's, which siblings share.  SI units; empty where
+    no sibling has curves."""
+    from explorer.hardware import hardware_files
+
+    # the shipped kinds, read afresh rather than from load_hardware's cache: `calibrate --hardware all
+    # --write` fits the kinds with curves first, and the others start from what was just written
+    sibs = [h for h in (_load_file(p) for p in hardware_files())
+            if h.name != hw.name and h.family == hw.family and _served_curves(h)]
+    out: dict[str, float] = {}
+    for k in SERVED_ONLY:
+        if not sibs:
+            continue
+        attr, *_rest, scale = PARAMS[k]
+        vals = [float(getattr(h, attr)) for h in sibs]
+        out[attr] = float(np.exp(np.mean(np.log(np.maximum(vals, 1e-12))))) if scale is None else float(np.mean(vals))
+    return out
+
+
 def _with(hw: Hardware, theta: np.ndarray) -> Hardware:
     return hw.with_efficiency(**{PARAMS[k][0]: float(v) for k, v in zip(PARAMS, theta, strict=False)})
 
@@ -225,6 +259,8 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     all_cases = cases if cases is not None else load_all_cases(files)
     mine = [c for c in all_cases
             if c.supported and c.hardware == hw0.name and c.kind not in ("system", "system_latency")]
+    if not any(c.kind == "curve" for c in mine):
+        hw0 = hw0.with_efficiency(**family_serving_prior(hw0))
     if not mine:
         raise SpecError(", ".join(str(f) for f in files), None,
                         f"no supported case on hardware '{hw0.name}' to calibrate on")
@@ -461,10 +497,19 @@ def format_fit(fit: Fit) -> str:
     return "\n".join(lines)
 
 
-def holdout_groups(cases: list[Case]) -> dict[str, list[int]]:
-    """Units left out together: every case of one curve; one measurement point (an MLPerf run: its
-    throughput row with the latency means calibration fits); kernels are not held out here (their
-    own leave-one-out is in explorer.kernel_fit)."""
+#: what :func:`holdout_groups` leaves out together: ``curve`` one measured curve; ``config`` every
+#: curve of one (model, runtime) on the kind -- a configuration the fit has never seen served (other
+#: tp/ep splits, lengths and dates of it included), the harder question a new curve can ask
+HOLDOUT_UNITS = ("curve", "config")
+
+
+def holdout_groups(cases: list[Case], by: str = "curve") -> dict[str, list[int]]:
+    """Units left out together: every case of one curve (``by="config"``: of every curve of the
+    same model and runtime); one measurement point (an MLPerf run: its throughput row with the
+    latency means calibration fits); kernels are not held out here (their own leave-one-out is in
+    explorer.kernel_fit)."""
+    if by not in HOLDOUT_UNITS:
+        raise ValueError(f"hold-out unit {by!r}: expected one of {', '.join(HOLDOUT_UNITS)}")
     groups: dict[str, list[int]] = {}
     fitted_parents = {c.parent for c in cases if c.supported and c.parent and c.kind in SERVED_KINDS}
     for i, c in enumerate(cases):
@@ -475,7 +520,8 @@ def holdout_groups(cases: list[Case]) -> dict[str, list[int]]:
             # leave together, so its throughput is predicted from a fit that never saw its run
             groups.setdefault(f"point:{c.id}", []).append(i)
         elif c.kind == "curve":
-            groups.setdefault(f"curve:{c.curve}", []).append(i)
+            unit = c.curve if by == "curve" else f"{c.values.get('model')}|{c.runtime}"
+            groups.setdefault(f"curve:{unit}", []).append(i)
         elif c.parent in fitted_parents:  # the rest of that run (explorer/mlperf_latency.py)
             groups.setdefault(f"point:{c.parent}", []).append(i)
         elif c.kind in SERVED_KINDS:
@@ -484,9 +530,13 @@ def holdout_groups(cases: list[Case]) -> dict[str, list[int]]:
 
 
 def cross_validate(hardware: str | Hardware, measurements: str | Path | Sequence[str | Path] = DEFAULT_FILES,
-                   cases: list[Case] | None = None, max_nfev: int = 60) -> dict[str, float]:
-    """Held-out error of every served case on the kind: for each whole curve (and each single
-    measurement point), fit on everything else on the kind and predict what was left out.
+                   cases: list[Case] | None = None, max_nfev: int = 60, by: str = "curve",
+                   only: Sequence[str] | None = None) -> dict[str, float]:
+    """Held-out error of every served case on the kind: for each whole curve (``by="config"``: each
+    model and runtime's curves together; :func:`holdout_groups`) and each single measurement point,
+    fit on everything else on the kind and predict what was left out.  ``only`` restricts it to
+    those hold-out groups (names as :func:`holdout_groups` gives them: a caller can spread one
+    kind's groups over processes).
 
     Starts every fit from the file's *prior* values when the file is already calibrated.
     """
@@ -495,7 +545,11 @@ def cross_validate(hardware: str | Hardware, measurements: str | Path | Sequence
     all_cases = cases if cases is not None else load_all_cases(files)
     mine = [c for c in all_cases if c.supported and c.hardware == hw.name]
     out: dict[str, float] = {}
-    for _, idx in holdout_groups(mine).items():
+    for name, idx in holdout_groups(mine, by).items():
+        if by != "curve" and not name.startswith("curve:"):
+            continue  # the points' leave-one-out is the same under either unit: run it once, by="curve"
+        if only is not None and name not in only:
+            continue
         keep = set(idx)
         rest = [c for i, c in enumerate(mine) if i not in keep]
         if not any(c.kind in SERVED_KINDS for c in rest):

@@ -133,7 +133,7 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     pair = rt_idx * len(kinds) + out["hw_idx"]
     uniq_pair, inv_pair = np.unique(pair, return_inverse=True)
     out.update(runtime_columns([rt_objs[int(q) // len(kinds)] for q in uniq_pair],
-                               [kinds[int(q) % len(kinds)].name for q in uniq_pair], inv_pair))
+                               [kinds[int(q) % len(kinds)] for q in uniq_pair], inv_pair))
     # speculative decoding / MTP (explorer/speculative.py): ``spec_*`` columns only when asked for
     if any(values.get(k) is not None for k in speculative.VALUE_KEYS):
         out.update(_spec_columns(values, out, n, full, where))

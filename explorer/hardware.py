@@ -47,6 +47,17 @@ KERNEL_PARAMS: dict[str, tuple[str, float, float]] = {
     "nvls_latency_us": ("nvls_latency_s", US, 0.0),
 }
 KERNEL_FLAGS: dict[str, str] = {"scaleup_mesh": "scaleup_mesh"}
+#: Architecture families whose kinds lend each other fitted values (same SM/CU generation, same
+#: kernel libraries): the kernel fit's priors (explorer/kernel_fit.py), the served-only factors of a
+#: kind without serving curves (explorer/calibrate.py ``family_serving_prior``) and a runtime's
+#: fallback on a kind it was never fitted on (explorer/runtime.py ``Runtime.fit_for``).  The PCIe
+#: workstation parts -- Ada (sm_89) and Blackwell GB202 (sm_120) -- share mma.sync tensor cores, GDDR
+#: and no NVLink; sm_120 runs none of B200's sm_100 (tcgen05/TMEM) kernels, so it is not "blackwell".
+FAMILIES = {"hopper": "hopper", "blackwell": "blackwell", "blackwell-ultra": "blackwell", "cdna3": "cdna",
+            "cdna4": "cdna", "ampere": "ampere", "ada": "workstation", "blackwell-sm120": "workstation"}
+#: the software stack a family's kernels come from (CUDA libraries or ROCm's): a serving runtime's
+#: fitted residuals (its kernels, its host loop) carry over inside a vendor before across vendors
+VENDORS = {"hopper": "nvidia", "blackwell": "nvidia", "ampere": "nvidia", "workstation": "nvidia", "cdna": "amd"}
 
 
 @dataclass(frozen=True)
@@ -105,9 +116,23 @@ class Hardware:
     nvls_eta: float = 0.0  # achieved/ideal bandwidth of an in-switch (NVLink SHARP) all-reduce; 0 = no NVLS
     nvls_latency_s: float = 0.0  # fixed latency of an NVLS all-reduce
     scaleup_mesh: bool = False  # point-to-point links (xGMI mesh), no switch: n GPUs get (n-1)/(domain-1) of the bw
+    #: the scale-up fabric lets a serving runtime's custom all-reduce kernels load and store peer
+    #: memory (NVLink, xGMI); PCIe-only kinds say ``interconnect.peer_allreduce: false`` (vLLM turns
+    #: its custom all-reduce off without full NVLink P2P): explorer/costs/comm.py custom_allreduce_s
+    peer_allreduce: bool = True
     # --- cost (``power:`` and ``price:`` sections; explorer/cost.py); NaN = not given in the file
     board_power_w: float = float("nan")  # W, the board's TDP/TGP (datasheet)
     usd_per_gpu_hour: float = float("nan")  # USD per GPU-hour: a dated market-price assumption, editable
+
+    @property
+    def family(self) -> str:
+        """The architecture family (:data:`FAMILIES`; an unlisted ``arch`` is its own family)."""
+        return FAMILIES.get(self.arch, self.arch)
+
+    @property
+    def vendor(self) -> str:
+        """The family's software stack (:data:`VENDORS`; an unlisted family is its own)."""
+        return VENDORS.get(self.family, self.family)
 
     @property
     def attn_eta(self) -> float:
@@ -160,9 +185,10 @@ def _load_file(path: Path) -> Hardware:
     n = top.section("interconnect")
     n.check_keys(
         {"scaleup_GB_per_s", "scaleup_domain", "scaleup_latency_us", "scaleout_GB_per_s",
-         "scaleout_latency_us", "source", "notes"}
+         "scaleout_latency_us", "peer_allreduce", "source", "notes"}
     )
     n.string("source")
+    peer_ar = n.boolean("peer_allreduce", True)
     o = top.section("overheads")
     o.check_keys({"kernel_launch_us", "step_us", "per_sequence_us", "source", "notes"})
     o.string("source")
@@ -202,6 +228,7 @@ def _load_file(path: Path) -> Hardware:
         aliases=tuple(a.lower() for a in aliases),
         path=where,
         raw=dict(data),
+        peer_allreduce=peer_ar,
         **kern,
         **_cost_params(top),
     )

@@ -210,18 +210,13 @@ def fit_kind(hardware: str | Hardware, cases: list[Case], prior_weight: float = 
                      base_prior={k: float(base[k]) * unit[k] for k in names})
 
 
-#: Architecture families whose kinds lend each other priors (same SM/CU generation, same libraries).
-FAMILIES = {"hopper": "hopper", "blackwell": "blackwell", "blackwell-ultra": "blackwell", "cdna3": "cdna",
-            "cdna4": "cdna", "ampere": "ampere", "ada": "ada"}
-
-
 #: Fabric-specific parameters that siblings do not share (an NVL72 rack's switch trays are not an HGX
 #: board's): they keep their own file prior.
 NOT_FROM_FAMILY = ("nvls_eta", "nvls_latency_us")
 
 
 def family(hw: Hardware) -> str:
-    return FAMILIES.get(hw.arch, hw.arch)
+    return hw.family  # explorer/hardware.py FAMILIES
 
 
 def family_prior(name: str, fits: dict[str, KernelFit]) -> dict[str, float]:

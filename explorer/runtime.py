@@ -25,6 +25,7 @@ hardware) pairs into the numeric design columns the simulator reads (``rt_*``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from explorer.errors import SpecError, unknown
+from explorer.hardware import Hardware, load_hardware
 from explorer.specio import Section, find_named, read_yaml
 from explorer.units import US
 
@@ -50,7 +52,11 @@ FITTED_KEYS: dict[str, tuple[float, float, float]] = {
     "serve_step_us": (US, 0.0, 20e-3),
     "serve_per_sequence_us": (US, 0.0, 300e-6),
 }
+#: fitted keys that are efficiency residuals (bounded to (0, 1]: a runtime never beats the kind's roofline)
+RESIDUAL_KEYS = ("attention", "compute")
 SCHEDULING = ("mixed", "separate")
+#: the source line ``calibrate --transfer-from`` writes for a copied fit (explorer/calibrate.py ``transfer``)
+TRANSFERRED = re.compile(r"transferred from ([\w.-]+) ")
 ADMISSION = ("reserve_full", "on_demand")
 
 
@@ -100,18 +106,35 @@ class Runtime:
     #: (one fused kernel each instead of all-reduce + norm): two kernels fewer per layer where
     #: ``tp > 1`` and no attention data parallelism (explorer/simulate.py ``_step``)
     fuse_allreduce_norm: bool = False
+    #: tensor-parallel all-reduces inside one scale-up domain run the runtime's own peer-to-peer
+    #: kernels (one-shot / two-shot) where they beat NCCL's algorithms (explorer/costs/comm.py
+    #: ``custom_allreduce_s``; kinds whose fabric allows it: ``Hardware.peer_allreduce``)
+    custom_allreduce: bool = False
     fitted: dict[str, RuntimeFit] = field(default_factory=dict)
     path: str = ""
+    #: kinds whose ``fitted`` entry was copied from another kind's (``calibrate --transfer-from``),
+    #: not fitted on measurements of their own -> that kind: they lend nothing to a third kind's fallback
+    transferred_from: dict[str, str] = field(default_factory=dict)
 
-    def fit_for(self, hardware: str) -> RuntimeFit:
-        """The fitted values on this hardware kind; for a kind without a fit, the element-wise
-        median of this runtime's fits on other kinds (host costs are mostly the runtime's own);
-        with no fit at all, the priors."""
-        if hardware in self.fitted:
-            return self.fitted[hardware]
-        if not self.fitted:
+    def fit_for(self, hardware: str | Hardware) -> RuntimeFit:
+        """The fitted values on this hardware kind.  For a kind without a fit, the element-wise
+        median of this runtime's own fits (transferred copies left out) on the nearest kinds: those
+        of the same architecture family, else of the same vendor, else every kind -- the residuals
+        are the runtime's kernels and host loop on a software stack (ROCm builds of SGLang run their
+        GEMMs at half the efficiency its CUDA builds do: runtimes/sglang.yaml).  With no fit at
+        all, the priors."""
+        name = hardware if isinstance(hardware, str) else hardware.name
+        if name in self.fitted:
+            return self.fitted[name]
+        own = {k: f for k, f in self.fitted.items() if k not in self.transferred_from}
+        if not own:
             return self.prior
-        vals = np.array([[getattr(f, k) for k in RuntimeFit.__dataclass_fields__] for f in self.fitted.values()])
+        fam, ven = _lineage(hardware)
+        for scope in ([k for k in own if fam and _lineage(k)[0] == fam],
+                      [k for k in own if ven and _lineage(k)[1] == ven], list(own)):
+            if scope:
+                break
+        vals = np.array([[getattr(own[k], f) for f in RuntimeFit.__dataclass_fields__] for k in scope])
         return RuntimeFit(*(float(v) for v in np.median(vals, axis=0)))
 
     def with_fit(self, hardware: str, fit: RuntimeFit) -> Runtime:
@@ -119,8 +142,21 @@ class Runtime:
         return replace(self, fitted={**self.fitted, hardware: fit})
 
     def without_fit(self, hardware: str) -> Runtime:
-        """A copy that has never been fitted on this kind (held-out predictions use this)."""
-        return replace(self, fitted={k: v for k, v in self.fitted.items() if k != hardware})
+        """A copy that has never been fitted on this kind (held-out predictions use this); copies
+        transferred from this kind go too (they hold what it was fitted on)."""
+        return replace(self, fitted={k: v for k, v in self.fitted.items()
+                                     if k != hardware and self.transferred_from.get(k) != hardware})
+
+
+def _lineage(hardware: str | Hardware) -> tuple[str, str]:
+    """(family, vendor) of a kind, ("", "") for a name no shipped hardware file has."""
+    if isinstance(hardware, Hardware):
+        return hardware.family, hardware.vendor
+    try:
+        hw = load_hardware(hardware)
+    except SpecError:
+        return "", ""
+    return hw.family, hw.vendor
 
 
 def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
@@ -134,7 +170,7 @@ def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
         if k.startswith("serve_") and default is ...:
             default = 0.0
         v = sec.number(k, default, min_value=lo / scale,
-                       max_value=hi / scale if k in ("attention", "compute") else None)
+                       max_value=hi / scale if k in RESIDUAL_KEYS else None)
         vals[k] = float(v) * scale
     return RuntimeFit(vals["step_us"], vals["per_sequence_us"], vals["per_request_us"], vals["attention"],
                       vals["compute"], vals["serve_step_us"], vals["serve_per_sequence_us"])
@@ -144,7 +180,7 @@ def _load_file(path: Path) -> Runtime:
     where = str(path)
     top = Section(read_yaml(path), where)
     top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "fusion",
-                    "overheads", "fitted", "notes"})
+                    "collectives", "overheads", "fitted", "notes"})
     name = top.string("name")
     aliases = top.names("aliases")
     s = top.section("scheduling")
@@ -160,6 +196,11 @@ def _load_file(path: Path) -> Runtime:
     fuse_ar_norm = fu.boolean("allreduce_norm", False)
     if fu.has("allreduce_norm"):
         fu.string("source")
+    co = top.section("collectives", required=False)  # optional: no section, NCCL's algorithms only
+    co.check_keys({"custom_allreduce", "source", "notes"})
+    custom_ar = co.boolean("custom_allreduce", False)
+    if co.has("custom_allreduce"):
+        co.string("source")
     a = top.section("attention")
     a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})
     o = top.section("overheads")
@@ -175,11 +216,15 @@ def _load_file(path: Path) -> Runtime:
         serve_per_sequence_s=o.number("serve_per_sequence_us", 0.0, min_value=0) * US,
     )
     fitted: dict[str, RuntimeFit] = {}
+    transferred: dict[str, str] = {}
     raw_fitted = top.raw("fitted", {}) or {}
     if not isinstance(raw_fitted, dict):
         raise SpecError(where, "fitted", f"expected a mapping hardware -> values, got {raw_fitted!r}")
     for hw_name in raw_fitted:
         fitted[str(hw_name)] = _fit_section(Section(raw_fitted[hw_name], where, f"fitted.{hw_name}"), prior)
+        m = TRANSFERRED.match(str((raw_fitted[hw_name] or {}).get("source", "")))
+        if m:
+            transferred[str(hw_name)] = m.group(1)
     return Runtime(
         name=name,
         display_name=top.string("display_name", name),
@@ -194,8 +239,10 @@ def _load_file(path: Path) -> Runtime:
         prior=prior,
         host_overlap=overlap,
         fuse_allreduce_norm=fuse_ar_norm,
+        custom_allreduce=custom_ar,
         fitted=fitted,
         path=where,
+        transferred_from=transferred,
     )
 
 
@@ -231,19 +278,19 @@ def clear_cache() -> None:
 
 
 #: Design columns a runtime contributes (all numeric, per design point).
-RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
+RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_custom_ar", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
                    "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
                    "rt_serve_step_s", "rt_serve_seq_s")
 
 
-def runtime_columns(runtimes: list[Runtime], hardware: list[str], inverse: np.ndarray) -> dict[str, np.ndarray]:
+def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inverse: np.ndarray) -> dict[str, np.ndarray]:
     """Numeric ``rt_*`` columns for design rows whose (runtime, hardware) pair is
     ``(runtimes[i], hardware[i])`` with ``i = inverse[row]``."""
     rows: dict[str, list[float]] = {k: [] for k in RUNTIME_COLUMNS}
     for rt, hw in zip(runtimes, hardware, strict=True):
         f = rt.fit_for(hw)
         for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_overlap", rt.host_overlap),
-                     ("rt_ar_norm", rt.fuse_allreduce_norm),
+                     ("rt_ar_norm", rt.fuse_allreduce_norm), ("rt_custom_ar", rt.custom_allreduce),
                      ("rt_max_tokens", rt.max_tokens_per_step),
                      ("rt_max_batch", rt.max_batch), ("rt_reserve_full", rt.reserve_full_kv),
                      ("rt_graph_step", rt.graph_step if rt.graph_padding else 0),
@@ -262,4 +309,5 @@ def describe(rt: Runtime) -> dict[str, Any]:
             "max_tokens_per_step": rt.max_tokens_per_step, "max_batch": rt.max_batch,
             "kv_admission": "reserve_full" if rt.reserve_full_kv else "on_demand",
             "cuda_graph_padding": rt.graph_padding, "allreduce_norm_fusion": rt.fuse_allreduce_norm,
+            "custom_allreduce": rt.custom_allreduce,
             "fitted_on": sorted(rt.fitted)}

@@ -47,7 +47,7 @@ import numpy as np
 from explorer import allocator, batch_wait, speculative
 from explorer.closed_loop import closed_loop
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
-from explorer.costs.comm import collective_s, ep_alltoall_s, p2p_s, protocols_of
+from explorer.costs.comm import collective_s, custom_allreduce_s, ep_alltoall_s, p2p_s, protocols_of
 from explorer.costs.gemm import (
     GemmCost,
     gemm_cost,
@@ -74,6 +74,9 @@ DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 #: Bytes per element of tensor-parallel all-reduces (bf16 even for FP8/FP4 models, as
 #: TensorRT-LLM's default all-reduce runs).
 ALLREDUCE_BYTES = 2.0
+#: the largest tensor-parallel group a runtime's custom all-reduce serves (vLLM custom_all_reduce.py:
+#: world sizes 2, 4, 6, 8; beyond, NCCL)
+CUSTOM_ALLREDUCE_MAX_GPUS = 8
 #: Bytes per element of the LM head and embedding tables (kept bf16, see module docstring).
 EMBED_BYTES = 2.0
 #: Bytes per element of MoE combine (expert outputs return in bf16; dispatch uses b_a).
@@ -332,6 +335,7 @@ class _Shape:
         self.rt_mixed = _col(c, "rt_mixed") > 0
         self.rt_overlap = _col(c, "rt_overlap") > 0 if "rt_overlap" in c else np.zeros(len(self.H), dtype=bool)
         self.rt_ar_norm = _col(c, "rt_ar_norm") > 0 if "rt_ar_norm" in c else np.zeros(len(self.H), dtype=bool)
+        self.rt_custom_ar = _col(c, "rt_custom_ar") > 0 if "rt_custom_ar" in c else np.zeros(len(self.H), dtype=bool)
         self.rt_max_tokens, self.rt_max_batch = _col(c, "rt_max_tokens"), _col(c, "rt_max_batch")
         self.rt_reserve_full = _col(c, "rt_reserve_full") > 0
         self.rt_graph_step, self.rt_graph_max = _col(c, "rt_graph_step"), _col(c, "rt_graph_max")
@@ -501,12 +505,20 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     # the per-call launch/proxy cost of a stand-alone collective is left out (call_s = 0) -- each
     # collective's launch is one of the step's counted kernels
     k_ = hw.kind
-    t_ar = np.where(t > 1, collective_s(M * H * ALLREDUCE_BYTES, t, domain=float(k_.scaleup_domain),
+    ar_bytes = M * H * ALLREDUCE_BYTES
+    t_ar = np.where(t > 1, collective_s(ar_bytes, t, domain=float(k_.scaleup_domain),
                                         up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
                                         out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s,
                                         eta_n=k_.eta_network, kind="allreduce", protocols=protocols_of(k_),
                                         call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
                                         mesh=k_.scaleup_mesh), 0.0)
+    # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
+    # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce
+    # takes; TensorRT-LLM's AUTO strategy picks its ONESHOT/TWOSHOT kernels there too)
+    if k_.peer_allreduce and np.any(s.rt_custom_ar):
+        custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain)
+        t_ar = np.where(custom, np.minimum(t_ar, custom_allreduce_s(ar_bytes, t, up_bw=k_.scaleup_bw,
+                                                                     eta_n=k_.eta_network)), t_ar)
     is_moe = s.E > 0
     if np.any(is_moe & (s.e > 1)):
         tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back

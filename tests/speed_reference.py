@@ -7,7 +7,13 @@ speed-ups of issue 12 item 1, so every later code path must reproduce it.  Regen
 longer than the step budget pays its partial last chunk, not a full one, and its long-prompt chunk
 steps enter the TTFT percentiles (explorer/simulate.py ``own_steps``, explorer/open_loop.py
 ``isl_per_budget``, the busy-period factor of the TPOT spread); the speed-ups of that day (GEMM reuse between passes) were checked against the
-previous reference first."""
+previous reference first.  Regenerated on purpose 2026-12-02: a runtime on a kind without its own fit
+takes its fits on the kind's family, else vendor (explorer/runtime.py ``Runtime.fit_for``; before,
+every kind's) -- checked first that only rows of (runtime, kind) pairs without a fit in the frozen
+files moved (7,810 of 20,000 random rows, 1,260 of 3,000 runtime rows, 581 of 1,500 speculative,
+none elsewhere); and the frozen runtime copies gained their ``collectives`` section (the runtimes'
+own all-reduce kernels, explorer/costs/comm.py ``custom_allreduce_s``) and the PCIe kinds'
+``peer_allreduce: false``, so the reference covers that path too."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -36,6 +37,29 @@ def test_unfitted_kind_uses_the_median_of_other_fits():
     f = rt.fit_for("zz1")
     assert f.step_s == pytest.approx(2e-4) and f.attention == pytest.approx(0.8)
     assert rt.without_fit("a").fit_for("a").step_s == pytest.approx(3e-4)
+
+
+def test_unfitted_kind_takes_its_family_then_its_vendor_never_a_copy():
+    """A runtime's fits lend themselves to a kind it was never fitted on by lineage: the median of
+    its own fits on the kind's architecture family, else on its vendor's kinds, else on every kind.
+    A transferred copy (``calibrate --transfer-from``) lends nothing, and leaving a kind out of the
+    fit leaves out the copies taken from it (they hold what it was fitted on)."""
+    rt = load_runtime("sglang")
+    fits = {"mi300x": RuntimeFit(4e-4, 3e-6, 0.09, 0.56, 0.48), "mi325x": RuntimeFit(5e-4, 5e-6, 0.05, 0.70, 0.60),
+            "h200": RuntimeFit(2e-4, 2e-6, 0.08, 1.0, 0.96), "b200": RuntimeFit(3e-4, 4e-6, 0.16, 0.9, 0.98),
+            "gh200": RuntimeFit(9e-4, 9e-6, 0.9, 0.3, 0.3)}  # a stale copy of h200's: must never be used
+    rt = replace(rt, fitted=fits, transferred_from={"gh200": "h200"})
+    amd = rt.fit_for("mi355x")  # cdna4: the cdna3 kinds' median
+    assert (amd.step_s, amd.compute, amd.attention) == pytest.approx((4.5e-4, 0.54, 0.63))
+    assert rt.fit_for("gb200") == fits["b200"]  # blackwell
+    assert rt.fit_for("h100") == fits["h200"]  # hopper: h200's own fit, not the median with gh200's copy
+    ampere = rt.fit_for("a100-80gb")  # no ampere fit: NVIDIA's own fits (h200, b200)
+    assert (ampere.step_s, ampere.compute) == pytest.approx((2.5e-4, 0.97))
+    assert rt.fit_for("gh200") == fits["gh200"]  # a kind's own entry, copied or not, is what it runs with
+    held = rt.without_fit("h200")
+    assert "gh200" not in held.fitted and held.fit_for("h100") == fits["b200"]
+    assert rt.fit_for("no-such-kind").step_s == pytest.approx(3.5e-4)  # unknown kind: every own fit
+    assert load_runtime("vllm").transferred_from.get("h200-nvl") == "h200"  # read from the shipped file
 
 
 @pytest.mark.parametrize("name, old, new, key", [
@@ -183,3 +207,49 @@ def test_offline_benchmark_profile_is_the_engine_without_a_front_end():
     runtimes = {c.values.get("runtime") for c in load_cases(DEFAULT_MEASUREMENTS)
                 if c.supported and c.kind == "inference" and c.id.startswith("trt_latest_")}
     assert runtimes == {BENCH_RUNTIME}
+
+
+def test_custom_allreduce_by_hand():
+    """explorer/costs/comm.py custom_allreduce_s: the faster of one-shot, latency + (n-1)*m/(bw*eta),
+    and two-shot, 2*latency + 2*(n-1)/n*m/(bw*eta).  bw 450 GB/s, eta 0.8 (360 GB/s), latency 5 us:
+    64 kB on 8 GPUs: one-shot 5 + 7*64e3/360e9 = 6.2444 us (two-shot 10.311 us); 8 MB on 8 GPUs:
+    one-shot 160.56 us, two-shot 10 + 2*7/8*8e6/360e9 = 48.889 us; one GPU: nothing."""
+    from explorer.costs.comm import CUSTOM_ALLREDUCE_LATENCY_S, custom_allreduce_s
+
+    assert CUSTOM_ALLREDUCE_LATENCY_S == 5e-6
+    got = custom_allreduce_s(np.array([64e3, 8e6, 64e3]), np.array([8, 8, 1]), up_bw=450e9, eta_n=0.8)
+    np.testing.assert_allclose(got, [5e-6 + 7 * 64e3 / 360e9, 10e-6 + 2 * 7 / 8 * 8e6 / 360e9, 0.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("hardware, tp, custom", [("h200", 8, True), ("h200", 2, True), ("l40s", 4, False)])
+def test_custom_allreduce_in_the_served_step(hardware, tp, custom):
+    """Known answer (explorer/simulate.py _step): a runtime with its own peer-to-peer all-reduce
+    (``collectives.custom_allreduce``) pays, for each of a layer's two tensor-parallel all-reduces
+    of m = M*H*2 bytes, the faster of NCCL's algorithms and the custom kernel; nothing else in the
+    step moves.  Llama-3.1-8B (32 layers, H = 4096) at decode batches 4 and 16 (captured graph sizes,
+    no padding): the step is 32 * 2 * (NCCL - min(NCCL, custom)) shorter at tp > 1 inside the NVLink
+    domain; the same on a PCIe-only kind (``interconnect.peer_allreduce: false``); tp 1 has none."""
+    from explorer.api import _shape_values
+    from explorer.costs.comm import collective_s, custom_allreduce_s, protocols_of
+    from explorer.design import build_design
+    from explorer.simulate import engine_profile
+
+    vals = dict(_shape_values("llama-3.1-8b", None), hardware=np.array([hardware], dtype=object),
+                precision="fp8", isl=1024, osl=1024, tp=tp, batch=16, runtime="sglang")
+    design, table = build_design(vals, "test")
+    assert float(design["rt_custom_ar"][0]) == 1.0
+    batches = np.array([4.0, 16.0])
+    step = {f: engine_profile(dict(design, rt_custom_ar=np.array([f])), table, batches)["t_decode_s"]
+            for f in (0.0, 1.0)}
+    k = table.kinds[0]
+    m = batches * 4096 * 2.0
+    nccl = collective_s(m, tp, domain=float(k.scaleup_domain), up_bw=k.scaleup_bw, up_step_s=k.scaleup_latency_s,
+                        out_bw=k.scaleout_bw, out_step_s=k.scaleout_latency_s, eta_n=k.eta_network,
+                        protocols=protocols_of(k), nvls_eta=k.nvls_eta, nvls_latency_s=k.nvls_latency_s,
+                        mesh=k.scaleup_mesh)
+    saved = 32 * 2 * (nccl - np.minimum(nccl, custom_allreduce_s(m, tp, up_bw=k.scaleup_bw, eta_n=k.eta_network)))
+    assert step[0.0] - step[1.0] == pytest.approx(saved if custom else np.zeros(2), rel=1e-9, abs=1e-15)
+    assert (saved > 0).all()  # at decode sizes the peer-to-peer kernel is the faster (l40s: the fabric forbids it)
+    assert all(load_runtime(n).custom_allreduce for n in ("trtllm", "trtllm-bench", "sglang", "mlperf"))
+    assert not load_runtime("gpt-fast").custom_allreduce and not load_runtime("vllm").custom_allreduce
+

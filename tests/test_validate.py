@@ -287,3 +287,34 @@ def test_serving_front_end_costs_only_served_rows():
     a, b = predict([row, offline], runtimes=slow), predict([row, offline], runtimes=fast)
     assert a[0] < 0.5 * b[0]  # a 50 ms + 1 ms/sequence front end dominates the served step
     assert a[1] == pytest.approx(b[1], rel=1e-12)  # the engine benchmark never pays it
+
+
+def test_family_serving_prior_for_a_kind_without_curves():
+    """A kind calibrated without serving curves starts the factors only served rows identify
+    (per-kernel cost under graphs, grouped-GEMM factors) from its family's curve-fitted kinds: the
+    arithmetic mean of the launch cost, the geometric mean of efficiencies.  A kind whose family has
+    no curve-fitted member keeps its file's values."""
+    from explorer.calibrate import SERVED_ONLY, _served_curves, family_serving_prior
+
+    amd = [load_hardware("mi300x"), load_hardware("mi325x")]
+    assert all(_served_curves(h) for h in amd) and not _served_curves(load_hardware("mi355x"))
+    got = family_serving_prior(load_hardware("mi355x"))
+    assert got["kernel_launch_s"] == pytest.approx(np.mean([h.kernel_launch_s for h in amd]))
+    assert got["eta_moe"] == pytest.approx(np.sqrt(amd[0].eta_moe * amd[1].eta_moe))
+    assert set(got) == {"kernel_launch_s", "eta_moe", "moe_group_s", "eta_dequant"} and len(SERVED_ONLY) == 4
+    assert family_serving_prior(load_hardware("a100-80gb")) == {}  # ampere: no curve-fitted sibling
+    assert family_serving_prior(load_hardware("rtx-pro-6000")) == {}  # sm_120 is not B200's family
+
+
+def test_holdout_by_config_leaves_every_curve_of_a_model_and_runtime_out_together():
+    from explorer.calibrate import holdout_groups
+
+    cases = [c for c in load_cases("validation/fronts.yaml") if c.hardware == "h200" and c.supported]
+    by_curve, by_config = holdout_groups(cases), holdout_groups(cases, "config")
+    assert len(by_config) < len(by_curve)
+    key = next(k for k in by_config if k.endswith("|trtllm") and "llama" in k)
+    llama_trt = {c.curve for c in cases if c.runtime == "trtllm" and "llama70b" in c.curve}
+    assert len(llama_trt) == 8 and {cases[i].curve for i in by_config[key]} == llama_trt  # TP1-8 x 1k1k, 1k8k
+    assert sorted(i for g in by_config.values() for i in g) == sorted(i for g in by_curve.values() for i in g)
+    with pytest.raises(ValueError, match="config"):
+        holdout_groups(cases, "row")

@@ -55,7 +55,10 @@ def run(args) -> int:
         for c in cases:
             if c.supported and c.hardware and c.kind not in ("system", "system_latency"):
                 counts[c.hardware] = counts.get(c.hardware, 0) + 1
-        names = sorted(h for h, k in counts.items() if k >= MIN_CASES_ALL)
+        # kinds with serving curves first: a kind without them starts its served-only factors from
+        # its family's freshly written fits (explorer/calibrate.py family_serving_prior)
+        curved = {c.hardware for c in cases if c.supported and c.kind == "curve"}
+        names = sorted((h for h, k in counts.items() if k >= MIN_CASES_ALL), key=lambda h: (h not in curved, h))
         skipped = sorted(h for h, k in counts.items() if k < MIN_CASES_ALL)
         if skipped and not args.json:
             print(f"skipped (fewer than {MIN_CASES_ALL} cases; name a kind to fit it anyway): {', '.join(skipped)}")

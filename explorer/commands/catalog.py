@@ -26,11 +26,12 @@ def run_runtimes(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     print(f"{'name':12s} {'prompts':9s} {'tokens/step':>11s} {'max batch':>9s} {'KV admission':13s} {'graphs':6s} "
-          f"{'AR+norm':7s}  fitted on")
+          f"{'AR+norm':7s} {'TP all-reduce':13s}  fitted on")
     for r_ in rows:
         print(f"{r_['name']:12s} {r_['prompts']:9s} {r_['max_tokens_per_step']:11d} {r_['max_batch']:9d} "
               f"{r_['kv_admission']:13s} {'padded' if r_['cuda_graph_padding'] else '-':6s} "
-              f"{'fused' if r_['allreduce_norm_fusion'] else '-':7s}  {', '.join(r_['fitted_on'])}")
+              f"{'fused' if r_['allreduce_norm_fusion'] else '-':7s} "
+              f"{'custom+NCCL' if r_['custom_allreduce'] else 'NCCL':13s}  {', '.join(r_['fitted_on'])}")
     return 0
 
 

@@ -119,6 +119,37 @@ def protocols_of(h) -> list[tuple]:
                           base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0)
 
 
+#: Fixed time of one custom (peer-to-peer) all-reduce kernel of a serving runtime inside a CUDA/HIP
+#: graph, seconds: the flag exchange with every peer over the scale-up links, launch excluded (the
+#: launch is one of the step's counted kernels).  Assumption read off published stand-alone
+#: timings, which include a ~1-2 us launch: vLLM's one-stage custom all-reduce 7-9 us from 16 KiB to
+#: 256 KiB on 8x B300 (vllm-project/vllm#37756), 10 us at 0.5 MB on 4x H100 (vllm-project/vllm#24532);
+#: TensorRT-LLM-style one-shot 4.5-7.8 us at 32 KiB on 2-8x H100 without graphs (sgl-project/sglang#2904);
+#: vLLM/AITER on 8x MI355X 6.3 us at 24 KiB (vllm-project/vllm#39080).  NCCL, for the same sizes in
+#: those tables: 21-29 us.
+CUSTOM_ALLREDUCE_LATENCY_S = 5.0e-6
+
+
+def custom_allreduce_s(nbytes, n, *, up_bw, eta_n) -> np.ndarray:
+    """One custom all-reduce of ``nbytes`` over ``n`` GPUs of one scale-up domain (TensorRT-LLM's
+    ONESHOT/TWOSHOT, vLLM's and SGLang's ``custom_all_reduce``, AITER's on ROCm): the faster of
+
+    * one-shot: every GPU reads the other ``n-1`` buffers whole and reduces them locally,
+      ``latency + (n-1)*m/(bw*eta_n)``;
+    * two-shot: a reduce-scatter then an all-gather through the peers' buffers,
+      ``2*latency + 2*(n-1)/n*m/(bw*eta_n)``.
+
+    The slopes agree with the tables behind :data:`CUSTOM_ALLREDUCE_LATENCY_S`: one-shot on 8x B300
+    grows ~28 us from 1 to 4 MiB (7 x 3 MiB read at ~750 GB/s of NVLink 5's 900), on 4x H100 ~4 us
+    from 0.5 to 1 MB (3 x 0.5 MB at ~375 of NVLink 4's 450).  Ignored: NVLS multimem variants, the
+    runtimes' size thresholds for falling back to NCCL (the caller takes the faster of the two)."""
+    n = np.asarray(n, dtype=np.float64)
+    rate = 1.0 / (np.asarray(up_bw, dtype=np.float64) * eta_n)
+    one = CUSTOM_ALLREDUCE_LATENCY_S + (n - 1.0) * nbytes * rate
+    two = 2.0 * CUSTOM_ALLREDUCE_LATENCY_S + 2.0 * (n - 1.0) / np.maximum(n, 1.0) * nbytes * rate
+    return np.where(n > 1, np.minimum(one, two), 0.0)
+
+
 def allreduce_s(nbytes, n, bw, alpha, eta_n) -> np.ndarray:
     """Ring all-reduce with the bandwidth and per-step latency of the link the group uses."""
     return collective_s(nbytes, n, domain=np.inf, up_bw=bw, up_step_s=alpha, out_bw=bw, out_step_s=alpha,
