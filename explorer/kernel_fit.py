@@ -215,16 +215,12 @@ def fit_kind(hardware: str | Hardware, cases: list[Case], prior_weight: float = 
 NOT_FROM_FAMILY = ("nvls_eta", "nvls_latency_us")
 
 
-def family(hw: Hardware) -> str:
-    return hw.family  # explorer/hardware.py FAMILIES
-
-
 def family_prior(name: str, fits: dict[str, KernelFit]) -> dict[str, float]:
     """Prior (SI) for kind ``name`` from the other kinds of its family: per parameter, the geometric
     (efficiencies, fractions) or arithmetic (latencies, overheads) mean of their fitted values where
     their rows constrained it.  Empty where no other member fitted it (the file prior stays)."""
-    fam = family(load_hardware(name))
-    others = [f for n, f in fits.items() if n != name and family(f.hardware) == fam]
+    fam = load_hardware(name).family
+    others = [f for n, f in fits.items() if n != name and f.hardware.family == fam]
     out: dict[str, float] = {}
     for k, (attr, _lo, _hi, _u, scale) in PARAMS.items():
         if k in NOT_FROM_FAMILY:
@@ -241,8 +237,8 @@ def fit_all(cases: list[Case], hardware: list[str] | None = None, **kw: Any) -> 
     kind with few rows of some kernel leans on its siblings rather than on an assumption."""
     everyone = sorted({c.hardware for c in cases if c.supported})
     names = [n for n in (hardware or everyone) if n in everyone]
-    fams = {family(load_hardware(n)) for n in names}
-    stage1 = {n: fit_kind(n, cases, **kw) for n in everyone if family(load_hardware(n)) in fams}
+    fams = {load_hardware(n).family for n in names}
+    stage1 = {n: fit_kind(n, cases, **kw) for n in everyone if load_hardware(n).family in fams}
     return {n: fit_kind(n, cases, prior=family_prior(n, stage1), **kw) for n in names}
 
 
@@ -250,9 +246,9 @@ def family_hardware(name: str, cases: list[Case]) -> Hardware:
     """A kind without rows of its own: its file with the priors its family's fits give (the kind's
     file priors where the family has none)."""
     hw = load_hardware(name)
-    fam = family(hw)
+    fam = hw.family
     stage1 = {n: fit_kind(n, cases) for n in sorted({c.hardware for c in cases if c.supported})
-              if family(load_hardware(n)) == fam}
+              if load_hardware(n).family == fam}
     prior = {**prior_values(hw), **family_prior(name, stage1)}
     if hw.nvls_eta <= 0:
         prior["nvls_eta"] = prior["nvls_latency_us"] = 0.0
@@ -342,7 +338,7 @@ def write_kernel_fit(fit: KernelFit, kernels_path: str | Path = DEFAULT_KERNELS)
             f"    p90_abs_error_after: {after['all']['p90']:.4f}",
         ]
     else:
-        lines.append(f"    transferred: \"no kernel row on this kind: the {family(fit.hardware)} family's fitted "
+        lines.append(f"    transferred: \"no kernel row on this kind: the {fit.hardware.family} family's fitted "
                      "values (explorer.kernel_fit.family_prior; assumption)\"")
     base = fit.base_prior or fit.prior
     lines.append("    prior: {" + ", ".join(f"{k}: {_fmt(v)}" for k, v in base.items()) + "}")
@@ -428,9 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in fits.values():
             print(f"wrote {write_kernel_fit(f, a.kernels)}")
         if not a.hardware:  # kinds without rows: their family's values, where the family has a fit
-            fams = {family(f.hardware) for f in fits.values()}
+            fams = {f.hardware.family for f in fits.values()}
             for hw in list_hardware():
-                if hw.name not in fits and family(hw) in fams:
+                if hw.name not in fits and hw.family in fams:
                     moved = family_hardware(hw.name, cases)
                     none = np.zeros(0)
                     f = KernelFit(moved, hw, [], none, none,
