@@ -1,12 +1,13 @@
 """Held-out accuracy: refit every hardware kind without each whole measured curve (and without each
 single measurement point) and predict what was left out (explorer.calibrate.cross_validate).
 
-    python benchmarks/cross_validate.py [--json OUT.json]
+    python benchmarks/cross_validate.py [--json OUT.json] [--hold-out curve|config] [--hardware KIND[,KIND]]
 
 Prints median and p90 |error| of the held-out predictions by group (curve throughput, curve
 interactivity, curve TTFT, points) and the median error of every curve.  Two processes (one per
 core), each taking a few hold-out groups at a time; about 20 min on the 2-core machine
-(``--hold-out config``, curves only: about 6 min).
+(``--hold-out config``, curves only: about 6 min; ``--hardware b200,gb200``: those kinds only,
+about 12 min, for an experiment that touches a few kinds).
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def main() -> None:
     ap.add_argument("--hold-out", choices=HOLDOUT_UNITS, default="curve",
                     help="curve: leave one measured curve out; config: every curve of one model and runtime on "
                          "the kind (curves only)")
+    ap.add_argument("--hardware", help="comma-separated kinds to hold out on (default: every kind with served cases)")
     args = ap.parse_args()
     cases = load_all_cases()
     by_id = {c.id: c for c in cases}
     kinds = sorted({c.hardware for c in cases if c.supported and c.kind in ("inference", "curve")})
+    if args.hardware:
+        kinds = [k for k in kinds if k in set(args.hardware.split(","))]
     errs: dict[str, float] = {}
     with ProcessPoolExecutor(2) as ex:
         for part in ex.map(_one, _tasks(cases, kinds, args.hold_out)):
