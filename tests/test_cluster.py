@@ -219,3 +219,30 @@ def test_cluster_with_a_study_or_workers_is_refused(tmp_path, capsys, extra, why
     assert main(["sweep", str(path), *extra, "--cluster", "dask://127.0.0.1:8786", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--cluster: {why}" in err and not out.exists()
+
+
+def test_an_interrupted_cluster_grid_resumes_from_its_checkpoint(dask_url, space, tmp_path, monkeypatch):
+    """The sweep's side stops after five chunks came back from the cluster (a Ctrl-C there); the
+    rerun on the cluster scores only the rest, and the merged result is the one process's."""
+    from explorer.grid_checkpoint import GridCheckpoint
+
+    want = grid.run_grid(space, chunk=37)
+    ckpt = tmp_path / "g.grid-checkpoint"
+    real_add = GridCheckpoint.add
+    added: list[int] = []
+
+    def add_five(self, i, c, keep=None):
+        if len(added) == 5:
+            raise KeyboardInterrupt
+        added.append(i)
+        real_add(self, i, c, keep)
+
+    monkeypatch.setattr(GridCheckpoint, "add", add_five)
+    with pytest.raises(KeyboardInterrupt):
+        grid.run_grid(space, chunk=37, cluster=cluster.parse_cluster(dask_url), checkpoint=ckpt)
+    assert len(ckpt.read_text().splitlines()) == 1 + 5  # header + the five finished chunks
+    monkeypatch.setattr(GridCheckpoint, "add", real_add)
+    got = grid.run_grid(space, chunk=37, cluster=cluster.parse_cluster(dask_url), checkpoint=ckpt)
+    assert got.chunks_resumed == 5 and got.chunks_run == want.chunks_run - 5
+    pd.testing.assert_frame_equal(want.frame, got.frame)
+    assert (got.total, got.feasible, got.reason_counts) == (want.total, want.feasible, want.reason_counts)
