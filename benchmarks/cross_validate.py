@@ -52,7 +52,8 @@ def main() -> None:
     by_id = {c.id: c for c in cases}
     kinds = sorted({c.hardware for c in cases if c.supported and c.kind in ("inference", "curve")})
     if args.hardware:
-        kinds = [k for k in kinds if k in set(args.hardware.split(","))]
+        wanted = set(args.hardware.split(","))
+        kinds = [k for k in kinds if k in wanted]
     errs: dict[str, float] = {}
     with ProcessPoolExecutor(2) as ex:
         for part in ex.map(_one, _tasks(cases, kinds, args.hold_out)):

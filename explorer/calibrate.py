@@ -224,13 +224,14 @@ def family_serving_prior(hw: Hardware) -> dict[str, float]:
     # --write` fits the kinds with curves first, and the others start from what was just written
     sibs = [h for h in (_load_file(p) for p in hardware_files())
             if h.name != hw.name and h.family == hw.family and _served_curves(h)]
+    if not sibs:
+        return {}
     out: dict[str, float] = {}
     for k in SERVED_ONLY:
-        if not sibs:
-            continue
-        attr, *_rest, scale = PARAMS[k]
+        attr, *_bounds, prior_scale = PARAMS[k]  # no prior scale: an efficiency (log prior)
         vals = [float(getattr(h, attr)) for h in sibs]
-        out[attr] = float(np.exp(np.mean(np.log(np.maximum(vals, 1e-12))))) if scale is None else float(np.mean(vals))
+        out[attr] = (float(np.exp(np.mean(np.log(np.maximum(vals, 1e-12))))) if prior_scale is None
+                     else float(np.mean(vals)))
     return out
 
 
