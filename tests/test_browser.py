@@ -83,6 +83,7 @@ def test_report_draws_front_without_errors(chromium, sweep, tmp_path):
     assert st["buttons"] >= 4  # colour options and the breakdown's share/seconds buttons
     assert st["infeasible_points"] == int((~sweep["feasible"]).sum())
     assert st["front_points_after"] == n_front
+    assert st["band_bars"] == n_front  # every front point draws its held-out error band once shown
 
 
 def test_rerendered_report_and_bare_table(chromium, sweep, tmp_path):

@@ -244,6 +244,17 @@ def quality_lines(r: dict) -> list[str]:
     return out
 
 
+def band_lines(r: dict) -> list[str]:
+    """The held-out error band (api.error_band), one line; none for an infeasible point."""
+    b = r.get("band")
+    if not b or not r["feasible"]:
+        return []
+    g, u, t = b["tokens_per_s_per_gpu"], b["tokens_per_s_per_user"], b["ttft_s"]
+    return [f"  held-out band       tokens/s/GPU {g[0]:,.1f}..{g[1]:,.1f}, tokens/s/user {u[0]:,.1f}..{u[1]:,.1f}, "
+            f"TTFT {t[0] * 1e3:,.1f}..{t[1] * 1e3:,.1f} ms  (80 % of {b['cases']} held-out {b['group']} curve points; "
+            f"serving fits: {b['serving_fit']})"]
+
+
 def format_result(r: dict) -> str:
     d = r["deployment"]
     lines = [
@@ -255,6 +266,7 @@ def format_result(r: dict) -> str:
         f"  tokens/s/GPU        {r['tokens_per_s_per_gpu']:12,.1f}",
         f"  tokens/s/user       {r['tokens_per_s_per_user']:12,.1f}   (TPOT {r['tpot_s'] * 1e3:.2f} ms)",
         f"  TTFT                {r['ttft_s'] * 1e3:12,.1f} ms (mean, queueing included)",
+        *band_lines(r),
         f"  decode batch        {r['decode_batch']:12,.1f}   (steady state; {r['queued_requests']:.1f} requests queued)",
         f"  GPUs per replica    {int(r['gpus']):12d}",
         f"  memory per GPU      {r['memory_bytes_per_gpu'] / 1e9:12,.1f} GB of {r['memory_capacity_bytes'] / 1e9:.1f} GB "

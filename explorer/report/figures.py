@@ -240,9 +240,12 @@ def _axis(title: str, log: bool = True, **kw: Any) -> dict[str, Any]:
     return ax
 
 
-def frontier_figure(df: pd.DataFrame, colors: list[dict[str, Any]], references: pd.DataFrame | None) -> dict:
+def frontier_figure(df: pd.DataFrame, colors: list[dict[str, Any]], references: pd.DataFrame | None,
+                    bands_table: str | None = None) -> dict:
     """Frontier chart: dominated (faint), infeasible (hidden until clicked), front and its staircase,
-    reference fronts of real models; colour dropdown over ``colors``."""
+    the front's held-out error bands (``bands_table``: the data block's table of
+    :func:`explorer.report.sweep.front_bands`; hidden until clicked), reference fronts of real
+    models; colour dropdown over ``colors``."""
     hcols = hover_columns(df)
     tmpl = hover_template(hcols, with_reason=False)
     tmpl_bad = hover_template(hcols, with_reason=True)
@@ -283,6 +286,18 @@ def frontier_figure(df: pd.DataFrame, colors: list[dict[str, Any]], references: 
         dominated["marker"]["color"] = "#4c78a8"
         front["marker"]["color"] = "#4c78a8"
     data += [dominated, infeasible, step, front]
+    if bands_table is not None:  # the front's held-out error bands (explorer/uncertainty.py)
+        def b(name: str) -> dict[str, Any]:
+            return {"$col": name, "$rows": "all", "$table": bands_table}
+
+        bars = {"type": "data", "symmetric": False, "thickness": 1, "width": 0, "color": "rgba(60,60,60,0.5)"}
+        data.append({
+            "type": "scatter", "mode": "markers", "name": "held-out error band (80 %, click to show)", "uid": "band",
+            "visible": "legendonly", "x": b(X), "y": b(Y), "hoverinfo": "skip",
+            "marker": {"size": 2, "color": "rgba(60,60,60,0.5)"},
+            "error_x": {**bars, "array": b("band_x_plus"), "arrayminus": b("band_x_minus")},
+            "error_y": {**bars, "array": b("band_y_plus"), "arrayminus": b("band_y_minus")},
+        })
     palette = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e")
     if references is not None and len(references):
         for k, (label, g) in enumerate(references.groupby("reference_label", sort=False)):

@@ -181,6 +181,12 @@ _RUNTIME = r"""<script>
       chain = chain.then(function () { return Plotly.restyle(fr, {visible: true}, [1]); }).then(function () {
         res.infeasible_points = fr.querySelectorAll(".scatterlayer .traceinfeasible .point").length;
       });
+      var bi = fr.data.findIndex(function (t) { return t.uid === "band"; });
+      if (bi >= 0) {  // the front's held-out error bands (hidden until clicked in the legend)
+        chain = chain.then(function () { return Plotly.restyle(fr, {visible: true}, [bi]); }).then(function () {
+          res.band_bars = fr.querySelectorAll(".scatterlayer .traceband .errorbar").length;
+        });
+      }
     }
     return chain.then(function () { res.front_points_after = countFront(); return res; });
   }

@@ -64,6 +64,28 @@ def prepare_table(df: pd.DataFrame, where: str = "report") -> pd.DataFrame:
     return out
 
 
+#: error-bar offsets of the front's held-out bands (explorer/uncertainty.py): x = tokens/s/user, y = tokens/s/GPU
+BAND_COLUMNS = ("band_x_minus", "band_x_plus", "band_y_minus", "band_y_plus")
+
+
+def front_bands(front: pd.DataFrame) -> pd.DataFrame:
+    """The held-out error band of each front row (in the front's order) as error-bar offsets beside
+    its two objectives (:data:`BAND_COLUMNS`): the band of the row's runtime (the simulator's default
+    where the table has none) and model family (MoE where ``experts > 0``)."""
+    from explorer.runtime import DEFAULT_RUNTIME
+    from explorer.uncertainty import bounds_table
+
+    runtime = front["runtime"].astype(str).to_numpy() if "runtime" in front.columns else \
+        np.full(len(front), DEFAULT_RUNTIME)
+    moe = (pd.to_numeric(front["experts"], errors="coerce").fillna(0).to_numpy() > 0) \
+        if "experts" in front.columns else np.zeros(len(front), dtype=bool)
+    x, y = front[F.X].to_numpy(dtype=float), front[F.Y].to_numpy(dtype=float)
+    b = bounds_table({F.X: x, F.Y: y}, runtime, moe)
+    return pd.DataFrame({F.X: x, F.Y: y, "band_x_minus": x - b[f"{F.X}_low"], "band_x_plus": b[f"{F.X}_high"] - x,
+                         "band_y_minus": y - b[f"{F.Y}_low"], "band_y_plus": b[f"{F.Y}_high"] - y,
+                         "band_group": b["band_group"].astype(str)})
+
+
 def front_of(df: pd.DataFrame) -> pd.DataFrame:
     """Front rows of a prepared table, sorted by interactivity (the report's front order)."""
     fr = df[df["on_front"] & df["feasible"]]
@@ -452,7 +474,9 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
     study = meta.get("study") or "study"
     show_params = len(front) > 0 and len(F.along_columns(front)) > 0
     show_breakdown = len(front) > 0 and any(c in df.columns for c in F.BREAKDOWN)
-    figs = [F.frontier_figure(df, colors, ref)]
+    keys = {name: f"@@{name}-{uuid.uuid4().hex}@@" for name in ("table", "references", "alignment", "bands")}
+    bands = front_bands(front) if len(front) else None
+    figs = [F.frontier_figure(df, colors, ref, bands_table="bands" if bands is not None else None)]
     if measured_block is not None:
         from explorer.report.measured import measured_traces
 
@@ -473,7 +497,6 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
             sum(v is not None for v in c["measured"][F.X]) for c in measured_block["curves"])
 
     # data block
-    keys = {name: f"@@{name}-{uuid.uuid4().hex}@@" for name in ("table", "references", "alignment")}
     raw = {keys["table"]: encode_table(df, exact=(F.X, F.Y))}
     derived: dict[str, Any] = {
         "front_size": int(len(front)), "front_points_plotted": n_front, "hypervolume": hv,
@@ -488,6 +511,9 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         derived["alignment"] = keys["alignment"]
         raw[keys["alignment"]] = encode_table(align)
     payload = {"schema": SCHEMA, "table": keys["table"], "meta": jsonable(meta), "derived": derived}
+    if bands is not None:  # the front's held-out error bands (explorer/uncertainty.py), a table of their own
+        payload["tables"] = {"bands": keys["bands"]}
+        raw[keys["bands"]] = encode_table(bands, exact=(F.X, F.Y))
     if measured_block is not None:
         payload["measured"] = jsonable(measured_block)
     data_json = _assemble(payload, raw)
@@ -529,7 +555,11 @@ def build_report_html(df: pd.DataFrame, meta: Mapping[str, Any] | None = None, p
         "Black-outlined points are the Pareto front (no other design is better on both axes); the black "
         "staircase is the best throughput attainable at each required interactivity. Faint points are "
         "dominated; infeasible designs are hidden until you click them in the legend. Use the dropdown to "
-        "colour by a parameter; hover for the whole design point and its time breakdown.</p>"
+        "colour by a parameter; hover for the whole design point and its time breakdown. The legend's "
+        "'held-out error band' draws, around each front point, where 80 % of the measured curves of the same "
+        "serving runtime and model family fell relative to their prediction when the model had not been fitted "
+        "to them (leave-one-configuration-out; explorer/uncertainty.py): the model's track record, not a "
+        "confidence interval of that design.</p>"
         '<div class="plot" id="fig-frontier"></div>' + _references_note(ref_note) + _measured_note(measured_block)
         + "</section>",
     ]
