@@ -100,6 +100,21 @@ def main() -> None:
         f"{k} {pct(v['median_abs_error'])} median, {pct(v['p90_abs_error'])} p90 ({v['n']} rows)"
         for k, v in s["tok_s_gpu"]["by_runtime"].items()) + ".")
     w("")
+    from explorer.uncertainty import AXES, load_bands
+
+    bands = load_bands()
+    w("Held-out error bands (explorer/uncertainty.py, `explorer/data/error_bands.yaml`, written by "
+      "benchmarks/error_bands.py from the by-configuration cross-validation): the 10th / 50th / 90th "
+      "percentile of predicted/measured - 1 per serving runtime and model family; `explorer evaluate` "
+      "and the reports turn a prediction P into the band [P/(1+p90), P/(1+p10)].  Groups under "
+      f"{bands['min_cases']} held-out cases fall back to their family, then to all curves.")
+    w("")
+    w("| group | cases | " + " | ".join(f"{a} p10 / p50 / p90" for a in AXES) + " |")
+    w("|---|---:|" + "---|" * len(AXES))
+    for name, g in bands["groups"].items():
+        w(f"| {name} | {g['tok_s_gpu']['cases']} | "
+          + " | ".join(" / ".join(f"{x:+.1%}" for x in g[a]["e"]) for a in AXES) + " |")
+    w("")
     w("Curve by curve (median signed error over the curve's rows; in-sample, then held out):")
     w("")
     w(table)
