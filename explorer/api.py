@@ -16,7 +16,7 @@ from explorer.model import ModelShape, get_preset
 from explorer.precision import parse_precision
 from explorer.quality import point_quality
 from explorer.results import reasons_vector
-from explorer.runtime import DEFAULT_RUNTIME, load_runtime
+from explorer.runtime import DEFAULT_RUNTIME, Runtime, load_runtime
 from explorer.simulate import COMPONENTS, DISAGG_COLUMNS, MAX_BATCH_GRID, REASONS, simulate
 from explorer.specio import check_number
 
@@ -180,7 +180,7 @@ def evaluate(
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
     out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}
-    out["band"] = error_band(out, rt.name, bool(out["shape"].get("experts", 0)), hw)
+    out["band"] = error_band(out, rt, bool(out["shape"].get("experts", 0)), hw)
     if spec:
         out["speculation"] = speculative.describe(spec["draft_tokens"], spec["acceptance_per_position"],
                                                   spec.get("draft_model"))
@@ -336,7 +336,7 @@ def evaluate_system(model: str | ModelShape | None, hardware: str = "h200", *, g
 __all__ = ["evaluate", "evaluate_system", "REASONS"]
 
 
-def error_band(result: dict[str, Any], runtime: str, moe: bool, hw: Hardware) -> dict[str, Any]:
+def error_band(result: dict[str, Any], runtime: Runtime, moe: bool, hw: Hardware) -> dict[str, Any]:
     """The held-out error band of a scored point (explorer/uncertainty.py): where the measured
     tokens/s/GPU, tokens/s/user and TTFT of 80 % of the held-out measured curves of the same runtime
     and model family fell relative to their prediction, and where the runtime's serving fits on
@@ -345,7 +345,7 @@ def error_band(result: dict[str, Any], runtime: str, moe: bool, hw: Hardware) ->
 
     out: dict[str, Any] = {}
     for axis, column in AXES.items():
-        b = band(runtime, "moe" if moe else "dense", axis)
+        b = band(runtime.name, "moe" if moe else "dense", axis)
         lo, hi = b.bounds(result[column])
         out[column] = [float(lo), float(hi)]
         out["group"], out["cases"] = b.group, b.cases
