@@ -115,6 +115,34 @@ def main() -> None:
         w(f"| {name} | {g['tok_s_gpu']['cases']} | "
           + " | ".join(" / ".join(f"{x:+.1%}" for x in g[a]["e"]) for a in AXES) + " |")
     w("")
+    from explorer.front_agreement import curve_points
+    from explorer.front_agreement import summarize as fronts_agreement
+
+    def held_pred(errs: dict) -> dict:
+        return {r["id"]: r["measured"] * (1.0 + errs[r["id"]]) for r in fronts["cases"]
+                if r["id"] in errs and r.get("measured") is not None}
+
+    fa_rows = [("in sample", fronts["summary"]["fronts"])]
+    for label, errs in (("each curve held out", held), ("held out by configuration", held_cfg)):
+        if errs:
+            fa_rows.append((label, fronts_agreement(curve_points(fronts["cases"], held_pred(errs)))))
+    fa0 = fa_rows[0][1]
+    w(f"Front-level agreement (explorer/front_agreement.py): the {fa0['points']} measured points fall on "
+      f"{fa0['groups']} charts (one model, GPU and ISL/OSL: every runtime, precision and split measured there).  "
+      f"Of the pairs where one measured point dominates the other (both axes at least as high, one higher by "
+      f"more than {fa0['tolerance']:.0%}), the share the predictions agree on and flip; of the measured front's "
+      "points, the share on the predicted front (recall), and the converse (precision):")
+    w("")
+    w("| predictions | pairs | agree | flip | tie | front recall | front precision |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    for label, fa in fa_rows:
+        w(f"| {label} | {fa['pairs']} | {pct(fa['agree_share'])} | {pct(fa['flip_share'])} | "
+          f"{pct(fa['tie'] / fa['pairs'] if fa['pairs'] else None)} | {pct(fa['front_recall'])} | "
+          f"{pct(fa['front_precision'])} |")
+    w("")
+    w("A tie is a pair the measurements separate and the predictions do not (two software versions of one "
+      "deployment, DeepSeek-R1 on MI300X under SGLang 0.5.9 and 0.5.12, are the same design to the model).")
+    w("")
     w("Curve by curve (median signed error over the curve's rows; in-sample, then held out):")
     w("")
     w(table)

@@ -735,6 +735,9 @@ def validate(path: str | Path = DEFAULT_MEASUREMENTS, hardware: dict[str, Hardwa
         }
         if c.kind in SERVED_KINDS:
             row.update(curve=c.curve, family=c.family, runtime=c.runtime or c.values.get("runtime", ""))
+            if c.kind == "curve":  # the chart a user would draw it on (explorer/front_agreement.py)
+                row["front"] = (f"{c.values.get('model')} on {c.hardware}, ISL/OSL {c.values.get('isl')}/"
+                                f"{c.values.get('osl')}")
         if ok and c.note:
             row["note"] = c.note
         if ok and c.kind in (*SERVED_KINDS, "system_latency"):
@@ -794,6 +797,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "by_runtime": {v: _stats([r["error"] for r in on if r["runtime"] == v])
                                for v in sorted({r["runtime"] for r in on})},
             }
+        from explorer.front_agreement import curve_points
+        from explorer.front_agreement import summarize as fronts_agreement
+
+        out["fronts"] = fronts_agreement(curve_points(curves))
     return out
 
 
@@ -827,6 +834,12 @@ def format_table(result: dict[str, Any]) -> str:
         for key in ("by_family", "by_runtime", "by_curve"):
             for k, st in groups[key].items():
                 line(f"  {axis} {key[3:]}: {k}"[:60], st)
+    fa = s.get("fronts")
+    if fa and fa["pairs"]:
+        lines.append(f"fronts ({fa['groups']} model/GPU/workload charts, {fa['points']} measured points): of "
+                     f"{fa['pairs']} pairs where one measured point dominates the other, the predictions agree on "
+                     f"{fa['agree_share']:.1%} and flip {fa['flip_share']:.1%}; the predicted fronts keep "
+                     f"{fa['front_recall']:.0%} of the measured fronts' points (precision {fa['front_precision']:.0%})")
     lines.append(f"predictions above the physical roofline: {len(s['above_roofline'])}")
     return "\n".join(lines)
 
