@@ -133,15 +133,20 @@ def main() -> None:
       f"more than {fa0['tolerance']:.0%}), the share the predictions agree on and flip; of the measured front's "
       "points, the share on the predicted front (recall), and the converse (precision):")
     w("")
-    w("| predictions | pairs | agree | flip | tie | front recall | front precision |")
-    w("|---|---:|---:|---:|---:|---:|---:|")
+    w("| predictions | pairs | agree | flip | tie | front recall | front precision | ratio error, tok/s/user "
+      "(median / p90) | ratio error, tok/s/GPU |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, fa in fa_rows:
+        re_ = fa["ratio_error"]
         w(f"| {label} | {fa['pairs']} | {pct(fa['agree_share'])} | {pct(fa['flip_share'])} | "
           f"{pct(fa['tie'] / fa['pairs'] if fa['pairs'] else None)} | {pct(fa['front_recall'])} | "
-          f"{pct(fa['front_precision'])} |")
+          f"{pct(fa['front_precision'])} | {pct(re_['tok_s_user']['median'])} / {pct(re_['tok_s_user']['p90'])} | "
+          f"{pct(re_['tok_s_gpu']['median'])} / {pct(re_['tok_s_gpu']['p90'])} |")
     w("")
     w("A tie is a pair the measurements separate and the predictions do not (two software versions of one "
-      "deployment, DeepSeek-R1 on MI300X under SGLang 0.5.9 and 0.5.12, are the same design to the model).")
+      "deployment, DeepSeek-R1 on MI300X under SGLang 0.5.9 and 0.5.12, are the same design to the model).  "
+      "The ratio error is |(p_i/p_j)/(m_i/m_j) - 1| over every pair of points on a chart: how wrong the "
+      "predicted comparison of two designs is (the point errors above are per design).")
     w("")
     w("Curve by curve (median signed error over the curve's rows; in-sample, then held out):")
     w("")

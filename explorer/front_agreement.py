@@ -13,7 +13,11 @@ there -- this module compares the two fronts directly:
   wins) or call it a *tie* (neither dominates: the predicted points trade off);
 * **front membership**: of the measured front's points (those no other measured point dominates),
   the share the predicted front also has (*recall*), and of the predicted front's points the share
-  on the measured front (*precision*).
+  on the measured front (*precision*);
+* **relative error**: for every pair of points on a chart, how far the predicted ratio of their
+  figures is from the measured one, ``|(p_i / p_j) / (m_i / m_j) - 1|`` per axis -- what a
+  comparison of two designs (the question co-design asks) gets wrong, which is less than two
+  independent point errors where the errors are shared.
 
 What it ignores: points that were not measured (a front drawn from measured curves is only as dense
 as the concurrencies run) and the distance between fronts (the per-point errors hold that).
@@ -30,6 +34,8 @@ import numpy as np
 #: InferenceX repeat runs of one configuration differ by a few percent (its derived-throughput note:
 #: +0.0 to +4.4 % between two measures of the same run), so closer pairs are not counted as won.
 TOLERANCE = 0.02
+#: the two axes of a point, in the order of the (x, y) pairs
+AXES = ("tok_s_user", "tok_s_gpu")
 
 
 def dominance(x: np.ndarray, y: np.ndarray, tol: float = TOLERANCE) -> np.ndarray:
@@ -59,8 +65,12 @@ def agreement(measured: np.ndarray, predicted: np.ndarray, tol: float = TOLERANC
     flip = int((dm & dp.T).sum())
     fm, fp = front_mask(m[:, 0], m[:, 1]), front_mask(p[:, 0], p[:, 1])
     both = int((fm & fp).sum())
+    i, j = np.triu_indices(len(m), 1)
+    e = p / m  # predicted / measured per point and axis
+    ratio = np.abs(e[i] / e[j] - 1.0)  # (p_i/p_j) / (m_i/m_j) - 1, one row per pair
     return {"points": int(len(m)), "pairs": pairs, "agree": agree, "flip": flip, "tie": pairs - agree - flip,
-            "front_measured": int(fm.sum()), "front_predicted": int(fp.sum()), "front_both": both}
+            "front_measured": int(fm.sum()), "front_predicted": int(fp.sum()), "front_both": both,
+            "ratio_errors": {AXES[0]: ratio[:, 0], AXES[1]: ratio[:, 1]}}
 
 
 def _shares(c: Mapping[str, int]) -> dict[str, Any]:
@@ -82,14 +92,23 @@ def summarize(points: Sequence[Mapping[str, Any]], tol: float = TOLERANCE) -> di
     total = {"points": 0, "pairs": 0, "agree": 0, "flip": 0, "tie": 0, "front_measured": 0,
              "front_predicted": 0, "front_both": 0}
     by_group: dict[str, Any] = {}
+    ratios: dict[str, list[np.ndarray]] = {a: [] for a in AXES}
     for name in sorted(groups):
         g = groups[name]
         a = agreement(np.array([pt["measured"] for pt in g], dtype=np.float64),
                       np.array([pt["predicted"] for pt in g], dtype=np.float64), tol)
+        for axis, v in a.pop("ratio_errors").items():
+            ratios[axis].append(v)
         by_group[name] = _shares(a)
         for k in total:
             total[k] += a[k]
     out = _shares(total)
+    out["ratio_error"] = {}
+    for axis, parts in ratios.items():
+        v = np.concatenate(parts) if parts else np.zeros(0)
+        out["ratio_error"][axis] = {"pairs": int(len(v)),
+                                    "median": float(np.median(v)) if len(v) else None,
+                                    "p90": float(np.percentile(v, 90)) if len(v) else None}
     out["groups"] = len(groups)
     out["tolerance"] = tol
     out["by_group"] = by_group

@@ -839,7 +839,10 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"fronts ({fa['groups']} model/GPU/workload charts, {fa['points']} measured points): of "
                      f"{fa['pairs']} pairs where one measured point dominates the other, the predictions agree on "
                      f"{fa['agree_share']:.1%} and flip {fa['flip_share']:.1%}; the predicted fronts keep "
-                     f"{fa['front_recall']:.0%} of the measured fronts' points (precision {fa['front_precision']:.0%})")
+                     f"{fa['front_recall']:.0%} of the measured fronts' points (precision {fa['front_precision']:.0%}); "
+                     "the ratio of two points' figures on one chart is off by "
+                     + ", ".join(f"{v['median']:.1%} median / {v['p90']:.1%} p90 ({k})"
+                                 for k, v in fa["ratio_error"].items() if v["pairs"]))
     lines.append(f"predictions above the physical roofline: {len(s['above_roofline'])}")
     return "\n".join(lines)
 

@@ -28,6 +28,20 @@ def test_three_points_worked_by_hand():
     assert (a["front_measured"], a["front_predicted"], a["front_both"]) == (2, 2, 1)
 
 
+def test_ratio_error_worked_by_hand():
+    # both points predicted 10 % high: every comparison between them is exact
+    m = np.array([[10.0, 100.0], [20.0, 50.0]])
+    a = agreement(m, m * 1.1)
+    assert a["ratio_errors"]["tok_s_user"] == pytest.approx([0.0]) and a["ratio_errors"]["tok_s_gpu"] == pytest.approx([0.0])
+    # the first 10 % high, the second 10 % low on throughput: their ratio is off by 1.1/0.9 - 1 = 22.2 %
+    p = m * np.array([[1.0, 1.1], [1.0, 0.9]])
+    a = agreement(m, p)
+    assert a["ratio_errors"]["tok_s_gpu"] == pytest.approx([1.1 / 0.9 - 1.0])
+    s = summarize([{"group": "g", "measured": tuple(m[k]), "predicted": tuple(p[k])} for k in range(2)])
+    assert s["ratio_error"]["tok_s_gpu"] == {"pairs": 1, "median": pytest.approx(0.2222, abs=1e-4),
+                                             "p90": pytest.approx(0.2222, abs=1e-4)}
+
+
 def test_the_margin_keeps_near_ties_out():
     x, y = np.array([10.0, 10.1]), np.array([100.0, 100.5])  # 1 % and 0.5 % apart: within 2 %
     assert not dominance(x, y).any()
