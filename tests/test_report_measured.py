@@ -82,6 +82,11 @@ def test_overlay_for_a_matching_study(study_csv, tmp_path, capsys):
     assert measured_trace["line"]["dash"] == "dash" and "concurrency" in measured_trace["text"][0]
     assert figs["expected_measured_points"] == sum(len(c["concurrency"]) for c in curves)
     assert "Measured curves from" in out.read_text()
+    # front-level agreement of the drawn points (one chart: llama-3.1-70b on h200)
+    fa = m["agreement"]
+    assert fa["groups"] == 1 and fa["points"] == figs["expected_measured_points"]
+    assert fa["pairs"] > 0 and fa["agree"] + fa["flip"] + fa["tie"] == fa["pairs"]
+    assert "Front level" in out.read_text()
     # the report still reads back (schema unchanged), and compare reads old and new reports
     df, _ = read_report(out)
     assert len(df) == len(pd.read_csv(study_csv))

@@ -173,7 +173,23 @@ def measured_overlay(df: pd.DataFrame, meta: Mapping[str, Any], measured: Measur
     for k, (curve, cases) in enumerate(chosen.items()):
         block["curves"].append(_curve_entry(curve, cases, pred_of, PALETTE[k % len(PALETTE)]))
     note["drawn"] = len(block["curves"])
+    block["agreement"] = curves_agreement(block["curves"])
     return block
+
+
+def curves_agreement(curves: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Front-level agreement (explorer/front_agreement.py) of the drawn curves' points, one chart per
+    model and hardware (the workload is the study's)."""
+    from explorer.front_agreement import summarize
+
+    X, Y = "tokens_per_s_per_user", "tokens_per_s_per_gpu"
+    pts = []
+    for c in curves:
+        for mx, my, px, py in zip(c["measured"][X], c["measured"][Y], c["predicted"][X], c["predicted"][Y],
+                                  strict=True):
+            if None not in (mx, my, px, py):
+                pts.append({"group": f"{c['model']} on {c['hardware']}", "measured": (mx, my), "predicted": (px, py)})
+    return summarize(pts)
 
 
 def _by_curve(cases: list) -> dict[str, list]:
@@ -284,4 +300,10 @@ def measured_note(block: Mapping[str, Any] | None) -> str:
         txt += f" Curves not drawn: {skipped}."
     if n.get("unsupported_rows"):
         txt += f" {n['unsupported_rows']} row(s) the simulator cannot represent were left out."
+    fa = block.get("agreement") or {}
+    if fa.get("pairs"):
+        r = fa["ratio_error"]["tok_s_gpu"]
+        txt += (f" Front level (explorer/front_agreement.py): of the {fa['pairs']} pairs of drawn points where one "
+                f"measured point beats the other on both axes, the predictions agree on {fa['agree']} and reverse "
+                f"{fa['flip']}; the ratio of two points' tokens/s/GPU is off by {r['median']:.0%} median.")
     return txt
