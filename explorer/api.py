@@ -333,9 +333,6 @@ def evaluate_system(model: str | ModelShape | None, hardware: str = "h200", *, g
     return out
 
 
-__all__ = ["evaluate", "evaluate_system", "REASONS"]
-
-
 def error_band(result: dict[str, Any], runtime: Runtime, moe: bool, hw: Hardware) -> dict[str, Any]:
     """The held-out error band of a scored point (explorer/uncertainty.py): where the measured
     tokens/s/GPU, tokens/s/user and TTFT of 80 % of the held-out measured curves of the same runtime
@@ -348,8 +345,13 @@ def error_band(result: dict[str, Any], runtime: Runtime, moe: bool, hw: Hardware
         b = band(runtime.name, "moe" if moe else "dense", axis)
         lo, hi = b.bounds(result[column])
         out[column] = [float(lo), float(hi)]
-        out["group"], out["cases"] = b.group, b.cases
+        if axis == "tok_s_gpu":  # the group named (each axis falls back on its own case count)
+            out["group"], out["cases"] = b.group, b.cases
     out["serving_fit"] = serving_fit(runtime, hw)
     out["what"] = ("p10..p90 of measured/predicted on measured curves left out by configuration "
                    "(explorer/uncertainty.py); not a confidence interval of this design")
     return out
+
+
+__all__ = ["evaluate", "evaluate_system", "REASONS"]
+

@@ -102,7 +102,8 @@ def bounds_table(predicted: Mapping[str, Any], runtime: Sequence[str] | np.ndarr
                  moe: Sequence[bool] | np.ndarray, path: str | None = None) -> dict[str, np.ndarray]:
     """Bands of many rows at once: ``predicted`` maps result columns (``tokens_per_s_per_gpu``,
     ``tokens_per_s_per_user``, ``ttft_s``; those present) to arrays; returns ``<column>_low`` /
-    ``<column>_high`` for each and ``band_group`` (the group each row's bands came from)."""
+    ``<column>_high`` for each and ``band_group`` (the group each row's bands came from: the first
+    column's, as each axis falls back on its own case count)."""
     rt = np.asarray(runtime).astype(str)
     fam = np.where(np.asarray(moe, dtype=bool), "moe", "dense")
     keys = np.char.add(np.char.add(rt, "/"), fam)
@@ -118,7 +119,8 @@ def bounds_table(predicted: Mapping[str, Any], runtime: Sequence[str] | np.ndarr
             lo, hi = b.bounds(np.asarray(predicted[column], dtype=np.float64)[sel])
             out.setdefault(f"{column}_low", np.full(len(keys), np.nan))[sel] = lo
             out.setdefault(f"{column}_high", np.full(len(keys), np.nan))[sel] = hi
-            groups[sel] = b.group
+            if groups[sel][0] is None:
+                groups[sel] = b.group
     out["band_group"] = groups
     return out
 
