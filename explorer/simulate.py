@@ -764,7 +764,9 @@ def _prepare(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict:
     capacity = hw.hbm_bytes * hw.usable
     free = capacity - (weights + workspace + hw.reserved)
     b_cap_mem = np.floor(np.maximum(free, 0.0) / np.maximum(kv_held, 1e-30) / p)  # per micro-batch engine
-    b_cap = np.minimum(b_cap_mem, s.rt_max_batch / p)
+    # a design whose memory holds no sequence is out of memory (reason 6) but is still scored, as if
+    # one sequence fit: its figures say what it would serve (not a TTFT of 1e14 ms from a zero cap)
+    b_cap = np.minimum(np.maximum(b_cap_mem, 1.0), s.rt_max_batch / p)
 
     bw_p, lat_p = hw.out_bw, hw.out_lat  # stages may sit in other NVLink domains: assume scale-out
     inside = s.t * s.dp * s.p <= hw.domain
@@ -777,7 +779,8 @@ def _prepare(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict:
 def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = True) -> dict[str, np.ndarray]:
     """Score every row of a design table.  Never raises for infeasible rows: they come back with
     ``feasible=False`` and ``reason_code`` (see :data:`REASONS`); their performance figures are still
-    computed (finite) so searches can grade how far they are from feasible.
+    computed (finite) so searches can grade how far they are from feasible -- a row out of memory
+    with no room for even one sequence is scored as if one fit.
 
     Each row is served by its runtime (``rt_*`` columns) under ``batch`` closed-loop clients; the
     decode batch is solved by one fixed-point iteration of :func:`explorer.closed_loop.closed_loop`

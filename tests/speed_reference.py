@@ -13,7 +13,11 @@ every kind's) -- checked first that only rows of (runtime, kind) pairs without a
 files moved (7,810 of 20,000 random rows, 1,260 of 3,000 runtime rows, 581 of 1,500 speculative,
 none elsewhere); and the frozen runtime copies gained their ``collectives`` section (the runtimes'
 own all-reduce kernels, explorer/costs/comm.py ``custom_allreduce_s``) and the PCIe kinds'
-``peer_allreduce: false``, so the reference covers that path too."""
+``peer_allreduce: false``, so the reference covers that path too.  Regenerated on purpose 2026-12-02
+(later): a design whose memory holds no sequence is scored as if one fit (explorer/simulate.py
+``b_cap``; before, a zero cap gave TTFTs of 1e14 ms and $1e10 per million tokens) -- checked first
+that only infeasible rows moved (475 of 20,000 random, 81 of 3,000 runtime, 30 of 1,500 open-loop,
+40 of 1,500 speculative, 315 of 600 MTP rows; no feasible row)."""
 
 from __future__ import annotations
 

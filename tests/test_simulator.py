@@ -291,3 +291,18 @@ def test_llama_8b_on_h200_near_the_weight_streaming_bound():
     # the strict bound (input embedding is a lookup, not streamed) holds too
     strict = h200.hbm_bw / (2.0 * float(counts["total"] - counts["embedding_in"]))
     assert r["tokens_per_s_per_user"] <= strict
+
+
+def test_a_design_with_no_room_for_one_sequence_is_scored_as_if_one_fit():
+    """Out of memory with no room for a single sequence: infeasible with the reason, and figures a
+    user can read -- one sequence served at a time, the other clients queued -- instead of a zero
+    batch cap's TTFT of 1e14 ms (FIELD.md, 'clear failure messages instead of silent nonsense')."""
+    from explorer.api import evaluate
+
+    r = evaluate(model="llama-3.1-70b", hardware="h100", tp=1, precision="fp8", batch=4)
+    assert not r["feasible"] and "out of memory" in r["reason"]
+    assert r["decode_batch"] == pytest.approx(1.0, rel=1e-6)
+    assert r["queued_requests"] == pytest.approx(3.0, rel=0.05)
+    # one request at a time: a request waits for the three ahead of it, each decoding OSL-1 tokens
+    assert 0 < r["ttft_s"] < 4 * 1024 * r["tpot_s"] * 1.2
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(r["tokens_per_s_per_user"] * r["decode_batch"], rel=0.05)
