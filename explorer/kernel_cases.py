@@ -163,8 +163,14 @@ def _bytes_of(fmt: str, dtype: Any) -> float:
 
 def _hardware(row: dict) -> tuple[Hardware, str]:
     cls = row.get("gpu_class")
-    if cls not in GPU_CLASSES:
-        raise RowError(f"gpu_class '{cls}' has no hardware mapping; known: {sorted(GPU_CLASSES)}")
+    if cls not in GPU_CLASSES:  # a class the table does not list: the label read as any run's GPU label
+        from explorer.validate import gpu_hardware
+
+        try:
+            return gpu_hardware(cls), ""
+        except SpecError:
+            raise RowError(f"gpu_class '{cls}' has no hardware mapping; known: {sorted(GPU_CLASSES)} "
+                           "and the hardware files' names") from None
     name, why = GPU_CLASSES[str(cls)]
     if name is None:
         raise RowError(f"gpu_class {cls}: {why}")

@@ -185,10 +185,38 @@ def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
     return fmt
 
 
+#: Words of a GPU label that do not change which part it is (memory size, form factor, rack and
+#: system names, vendor words): dropped when the label as written names no hardware file.  Words
+#: that do name another part -- PCIe, NVL (the H100 / H200 NVL boards) -- are kept, so such a label
+#: stays unknown unless a file (or an alias) has it.
+_GPU_LABEL_NOISE = re.compile(r"^(\d+gi?b|sxm\d?|hbm\d?e?|nvl\d+|hgx|dgx|server|edition|gpu|nvidia|amd|instinct|"
+                              r"tensor|core|blackwell|hopper|ampere)$")
+
+
 def gpu_hardware(label: Any) -> Hardware:
-    """Hardware kind of a measured run's GPU label (parenthesised remarks dropped)."""
+    """Hardware kind of a measured run's GPU label: parenthesised remarks dropped, then the label as
+    written, with its words joined by hyphens (``GB200 NVL72`` -> the alias ``gb200-nvl72``), and
+    without the words of :data:`_GPU_LABEL_NOISE` (``NVIDIA H100 80GB HBM3`` -> ``h100``).  An
+    unknown part raises the SpecError of the label as written."""
     name = re.sub(r"\(.*?\)", "", str(label)).strip().lower()
-    return load_hardware(name)
+    try:
+        return load_hardware(name)
+    except SpecError as e:
+        first = e
+    words = re.split(r"[\s_]+", name)
+    kept = [w for w in words if not _GPU_LABEL_NOISE.match(w)]
+    sizes = [float(m.group(1)) for w in words if (m := re.fullmatch(r"(\d+)gi?b", w))]
+    for candidate in ("-".join(words), "-".join(kept)):
+        if candidate and candidate != name:
+            try:
+                hw = load_hardware(candidate)
+            except SpecError:
+                continue
+            # a stated memory size must be the kind's (an A100 40GB is not the 80 GB file)
+            if all(abs(sz * 1e9 / hw.hbm_bytes - 1.0) < 0.15 or abs(sz * 2**30 / hw.hbm_bytes - 1.0) < 0.15
+                   for sz in sizes):
+                return hw
+    raise first
 
 
 def _size_bytes(text: object) -> float:

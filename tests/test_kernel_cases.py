@@ -380,3 +380,14 @@ def test_fit_recovers_known_parameters():
     assert set(fit.active) >= {"compute", "memory", "kernel_latency_us", "gemm_epilogue_exposed"}
     assert "network" not in fit.active  # no collective row: left at its prior
     assert all(k in PARAMS for k in fit.values) and math.isfinite(fit.values["compute"])
+
+
+def test_a_gpu_class_outside_the_table_is_read_as_a_gpu_label():
+    """gpu_class values the table does not list resolve like any run's GPU label (hardware files and
+    their aliases); a part without a file stays unsupported with the reason."""
+    cases = parse_kernel_rows([gemm_row(4096, 4096, 4096, gpu_class="L40S"),
+                               gemm_row(4096, 4096, 4096, gpu_class="GB300 NVL72", id="gb300"),
+                               gemm_row(4096, 4096, 4096, gpu_class="Gaudi3", id="gaudi")], "test")
+    assert [c.supported for c in cases] == [True, True, False]
+    assert [c.hardware for c in cases[:2]] == ["l40s", "gb300"]
+    assert "Gaudi3" in cases[2].reason

@@ -14,6 +14,7 @@ import yaml
 
 from explorer.api import evaluate
 from explorer.calibrate import calibrate, write_fit
+from explorer.errors import SpecError
 from explorer.hardware import _load_file, load_hardware
 from explorer.runtime import RuntimeFit, load_runtime
 from explorer.validate import DEFAULT_MEASUREMENTS, load_cases, parse_case, predict, validate
@@ -318,3 +319,23 @@ def test_holdout_by_config_leaves_every_curve_of_a_model_and_runtime_out_togethe
     assert sorted(i for g in by_config.values() for i in g) == sorted(i for g in by_curve.values() for i in g)
     with pytest.raises(ValueError, match="config"):
         holdout_groups(cases, "row")
+
+
+@pytest.mark.parametrize("label, kind", [
+    ("H200", "h200"), ("GB300 NVL72", "gb300"), ("NVIDIA H100 80GB HBM3", "h100"), ("A100 SXM4 80GB", "a100-80gb"),
+    ("AMD Instinct MI300X", "mi300x"), ("RTX PRO 6000 Blackwell", "rtx-pro-6000"), ("H200 NVL", "h200-nvl"),
+    ("B200 (AWS p6-b200)", "b200"), ("L40S 48GB", "l40s"),
+])
+def test_gpu_labels_as_runs_write_them(label, kind):
+    from explorer.validate import gpu_hardware
+
+    assert gpu_hardware(label).name == kind
+
+
+@pytest.mark.parametrize("label", ["H100 PCIe", "A100 40GB", "Gaudi2", "H20"])
+def test_gpu_labels_of_parts_without_a_file_stay_unknown(label):
+    """Another part (PCIe board, 40 GB A100) is not mapped to a file of a different one."""
+    from explorer.validate import gpu_hardware
+
+    with pytest.raises(SpecError):
+        gpu_hardware(label)
