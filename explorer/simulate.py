@@ -184,7 +184,7 @@ class _HW:
         self.moe_group = g("moe_group_s")
         self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
         self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
-        self.one_kind = bool(len(idx)) and bool(np.all(idx == idx[0]))  # one tile list: the compiled GEMMs
+        self.one_kind = bool(len(idx)) and bool((idx == idx[0]).all())  # one tile list: the compiled GEMMs
         self.per_seq = g("per_sequence_s")
         peaks = table.peak_matrix()  # [kinds, formats]
         self.peak = peaks[idx, compute_fmt.astype(np.int64)]
@@ -217,8 +217,8 @@ class _HW:
         n = len(self.sms)
         out: list[GemmCost | None] = [None] * len(requests)
         live = [i for i, r in enumerate(requests)
-                if (np.any(np.asarray(r[0]) > 0) if np.ndim(r[6]) == 0 and r[6] > 0
-                    else np.any((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)))]
+                if ((np.asarray(r[0]) > 0).any() if not isinstance(r[6], np.ndarray) and r[6] > 0
+                    else ((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)).any())]
         zero = np.zeros(n)
         for i in set(range(len(requests))) - set(live):
             out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
@@ -242,7 +242,7 @@ class _HW:
             # weight-only formats dequantize in the kernel: their compute runs at eta_dequant of the
             # plain GEMM's (the bf16 router and LM head are never weight-only)
             deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0) \
-                if np.any(self.w_only) else 1.0
+                if self.w_only.any() else 1.0
             eta_c = np.broadcast_to(self.eta_c * (self.eta_moe if moe else 1.0) * deq, (len(sel), n))
             tiles_m, tiles_n = (self.moe_tiles_m, self.moe_tiles_n) if moe else (self.tiles_m, self.tiles_n)
             spare = slot.get("cols") if slot is not None else None
@@ -444,7 +444,7 @@ def _plan(s: _Shape, hw: _HW, m_dec, n_pre, P, moe_groups, m_attn=None, q_attn=N
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
     T_tot = M * moe_groups  # tokens meeting in the stage's experts
     is_moe = s.E > 0
-    if np.any(is_moe):
+    if is_moe.any():
         E_safe = np.maximum(s.E, 1.0)
         # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
         slots = T_tot * s.k
@@ -491,7 +491,7 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
         fl_d = fl_d * plan["q_attn"]
     fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
-    if np.any(frac_sl > 0):  # sliding-window layers (skipped when no row has any)
+    if (frac_sl > 0).any():  # sliding-window layers (skipped when no row has any)
         fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
     fl_p = n_pre * fl_p
     by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
@@ -515,12 +515,12 @@ def _step(s: _Shape, hw: _HW, plan: dict, g: dict[str, GemmCost]):
     # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
     # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce
     # takes; TensorRT-LLM's AUTO strategy picks its ONESHOT/TWOSHOT kernels there too)
-    if k_.peer_allreduce and np.any(s.rt_custom_ar):
+    if k_.peer_allreduce and s.rt_custom_ar.any():
         custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain)
         t_ar = np.where(custom, np.minimum(t_ar, custom_allreduce_s(ar_bytes, t, up_bw=k_.scaleup_bw,
                                                                      eta_n=k_.eta_network)), t_ar)
     is_moe = s.E > 0
-    if np.any(is_moe & (s.e > 1)):
+    if (is_moe & (s.e > 1)).any():
         tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back
 
         def a2a(token_bytes):
@@ -644,13 +644,13 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
     T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
     host_dec = host
-    if np.any(s.rt_serve_step > 0) or np.any(s.rt_serve_seq > 0):  # off unless asked for (front_end)
+    if (s.rt_serve_step > 0).any() or (s.rt_serve_seq > 0).any():  # off unless asked for (front_end)
         serve = s.rt_serve_step + s.rt_serve_seq * b * p
         wait_dec, wait_pre = (np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (T_dec, T_pre_step))
         T_dec, T_pre_step, host_dec = T_dec + wait_dec, T_pre_step + wait_pre, host + wait_dec
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
     tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
-    if f_chunk is not None and np.any(s.dp > 1):
+    if f_chunk is not None and (s.dp > 1).any():
         # attention-DP ranks wait for the one with a chunk: the rank's own work (attention, dense
         # GEMMs, its collectives) is paid at the straggler rate; the expert GEMMs are shared by all
         # ranks -- the mixed step above already runs dp ranks' chunks through them -- so their
@@ -669,13 +669,13 @@ def _engine(s: _Shape, hw: _HW, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[
     own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
                          chunk_steps * T_pre_step)
     ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
-    if np.any(s.bw_iters > 0):  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
+    if (s.bw_iters > 0).any():  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
         # the held decode steps, then the batch's other prompts in the prompt's own step
         wait_steps, mates = batch_wait.hold(s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
         ttft_service = ttft_service + T_dec * wait_steps + np.maximum(1.0 + mates - n_pf, 0.0) * tau
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
-    if np.any(s.disagg):  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
+    if s.disagg.any():  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
         tau = np.where(s.disagg, 0.0, tau)
         ttft_service = np.where(s.disagg, s.ttft_extra + 0.5 * busy * T_dec + s.rt_request, ttft_service)
         rate_max = np.where(s.disagg, np.inf, rate_max)
@@ -796,7 +796,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
     allocator.keep_freed_memory()  # temporaries reuse heap pages instead of faulting in fresh ones (once)
     use_fast_path(idx.size)  # a large table loads the compiled GEMM kernel for its per-kind calls
-    if idx.size and np.any(idx != idx.flat[0]):  # one kind per call: kernel constants are the kind's scalars
+    if idx.size and (idx != idx.flat[0]).any():  # one kind per call: kernel constants are the kind's scalars
         return _by_hardware(c, table, detail, idx)
     if idx.size > CHUNK_ROWS:  # bounded temporaries: large tables run in cache-friendly chunks
         return _chunked(c, table, detail, idx.size)
@@ -812,7 +812,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     n_pf = np.maximum(1.0, b_step / np.maximum(s.osl - 1.0, 1.0))  # first guess: X*TPOT = b/(OSL-1)
     f_chunk = None  # share of a rank's steps that carry a prompt chunk (from the previous pass)
     is_open = s.rate > 0  # open-loop rows: Poisson arrivals (explorer/open_loop.py)
-    any_open = bool(np.any(is_open))
+    any_open = bool(is_open.any())
     lam = s.rate / groups  # arrivals per engine
     passes = FIXED_POINT_ITERATIONS + (OPEN_LOOP_EXTRA_ITERATIONS if any_open else 0)
     if any_open:  # open rows climb from a lone request; secant steps on b = F(b) (F nearly linear)

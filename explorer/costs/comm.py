@@ -67,9 +67,9 @@ def nccl_protocols(simple_step_s, ll_step_s=0.0, ll128_step_s=0.0, ll_fraction=0
     def b(p: str) -> float:
         return NCCL_BASE_LATENCY_S[p] if base else 0.0
     out: list[tuple] = [(b("simple"), simple_step_s, 1.0)]
-    if np.any(np.asarray(ll_fraction) > 0):
+    if (np.asarray(ll_fraction) > 0).any():
         out.append((b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9)))
-    if np.any(np.asarray(ll128_fraction) > 0):
+    if (np.asarray(ll128_fraction) > 0).any():
         out.append((b("ll128"), ll128_step_s, np.maximum(ll128_fraction, 1e-9)))
     return out
 
@@ -100,12 +100,12 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
         step_lat = np.where(inside, step, np.maximum(step, out_step_s))
         t = base + steps * step_lat + share * S / (ring_bw * eta_n * frac)
         best = np.minimum(best, t)
-        if not ring_only and not np.all(inside):
+        if not ring_only and not inside.all():
             intra = factor * (D - 1.0) / D * S / (up * eta_n * frac)
             t_h = base + factor * (D - 1.0) * step + inter_lat + np.maximum(intra, inter / frac)
             best = np.where(inside, best, np.minimum(best, t_h))
     nv = np.asarray(nvls_eta, dtype=np.float64)
-    if kind == "allreduce" and not ring_only and np.any(nv > 0):
+    if kind == "allreduce" and not ring_only and (nv > 0).any():
         t_nv = nvls_latency_s + S / (up * np.maximum(nv, 1e-9))
         t_nv = np.where(inside, t_nv, t_nv + inter_lat + np.maximum(0.0, inter - S / (up * np.maximum(nv, 1e-9))))
         best = np.where((nv > 0) & ~np.asarray(mesh, dtype=bool), np.minimum(best, t_nv), best)

@@ -98,7 +98,7 @@ def gemm_cost(
     groups = np.asarray(groups, dtype=np.float64)
     shape = np.broadcast(M, N, K, groups, sms).shape
     active = (M > 0) & (groups > 0)
-    if not np.any(active):  # e.g. MoE GEMMs of dense models: no kernel, no cost
+    if not active.any():  # e.g. MoE GEMMs of dense models: no kernel, no cost
         z = np.zeros(shape)
         one = np.ones(shape)
         return GemmCost(z, z, z, z, z, one, one, z, z)
@@ -119,7 +119,7 @@ def gemm_cost(
 
     memory_s = base_bytes * rate_m  # rows whose weight slices already fill the SMs (most layer GEMMs)
     need = slices * s_m < sms
-    if np.any(need):  # the others: occupancy and its padding envelope, on those rows only
+    if need.any():  # the others: occupancy and its padding envelope, on those rows only
         shape_all = memory_s.shape
         need = np.broadcast_to(need, shape_all)
 
@@ -204,14 +204,14 @@ def gemm_cost(
     compute_s, tiles, units, waves, tm, tn = best
     nbytes = base_bytes * np.ones_like(compute_s)
     epi = np.asarray(epilogue_exposed, dtype=np.float64)
-    if np.any(epi > 0):
+    if (epi > 0).any():
         t = np.maximum(compute_s + epi * (groups * b_out * M * N * rate_m), memory_s)
     else:
         t = np.maximum(compute_s, memory_s)
     t = t + latency_s
     tile_eff = groups * M * N / np.maximum(tiles * tm * tn, 1e-30)
     wave_eff = units / (waves * sms)
-    if np.all(active):  # nothing to blank out
+    if active.all():  # nothing to blank out
         flops = flops * np.ones_like(t)
         return GemmCost(t + launch_s, compute_s, memory_s, flops, nbytes, tile_eff, wave_eff, tiles, waves)
     tile_eff = np.where(active, tile_eff, 1.0)
