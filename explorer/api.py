@@ -66,6 +66,7 @@ def evaluate(
     batch_wait_iters: int = 0,
     batch_wait_ratio: float = 0.0,
     front_end: bool = False,
+    num_requests: int = 0,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -94,6 +95,10 @@ def evaluate(
     Disaggregated serving (:mod:`explorer.disagg`, off by default): ``serving='disaggregated'``
     serves prompts on a prefill pool of ``prefill_tp`` x ``prefill_pp`` GPU replicas and decodes on
     this deployment; ``pool_ratio='P:D'`` fixes the replica counts (default: prefill keeps up).
+
+    ``num_requests`` (0, off, by default): a finite offline run of that many requests queued at
+    once, as ``trtllm-bench throughput`` runs (:mod:`explorer.offline_run`: the concurrency is at most
+    that many, and the ramp and drain cost one burst of prompts); tokens/s/GPU is then the run's.
 
     ``front_end`` (off by default): add the runtime's serving front end (its fitted ``serve_*`` host
     work beside the engine loop: trtllm-serve's HTTP server, detokenisation and streaming); off is
@@ -150,8 +155,9 @@ def evaluate(
         base["request_rate"] = float(request_rate)
     check_number(batch_wait_iters, "--batch-wait-iters", None, min_value=0, max_value=1e6, integer=True)
     check_number(batch_wait_ratio, "--batch-wait-ratio", None, min_value=0, max_value=1)
+    check_number(num_requests, "--num-requests", None, min_value=0, max_value=1e9, integer=True)
     base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio),
-                front_end=1.0 if front_end else 0.0)
+                front_end=1.0 if front_end else 0.0, num_requests=float(num_requests))
     design, table = build_design(base, "evaluate")
     res = add_cost(simulate(design, table), design, table, usd_per_gpu_hour, power_overhead_factor)
     out = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}

@@ -67,7 +67,7 @@ from explorer.runtime import RUNTIME_COLUMNS
 
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
                   "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters",
-                  "batch_wait_ratio", "front_end", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
+                  "batch_wait_ratio", "front_end", "num_requests", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
                   "fmt_mask", "hw_idx", "moe_imbalance", "w_only") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
@@ -793,6 +793,10 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         from explorer.disagg import serve
 
         return serve(c, table, detail, simulate)
+    if "num_requests" in c and (np.asarray(c["num_requests"]) > 0).any():  # finite offline runs: explorer/offline_run.py
+        from explorer.offline_run import finite_run
+
+        return finite_run(c, table, detail, simulate)
     idx = np.asarray(c["hw_idx"], dtype=np.int64)
     allocator.keep_freed_memory()  # temporaries reuse heap pages instead of faulting in fresh ones (once)
     use_fast_path(idx.size)  # a large table loads the compiled GEMM kernel for its per-kind calls

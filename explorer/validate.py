@@ -113,7 +113,7 @@ SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
 #: Other optional design values, with the value rows without them take (``disagg`` 2 = the decode
 #: pool of a disaggregated deployment)
 OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0, "request_rate": 0.0, "batch_wait_iters": 0.0,
-                   "batch_wait_ratio": 0.0, "latency_percentiles": 0.0}
+                   "batch_wait_ratio": 0.0, "latency_percentiles": 0.0, "num_requests": 0.0}
 #: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")
@@ -123,6 +123,30 @@ MLPERF_RUNTIME = "mlperf"
 BENCH_RUNTIME = "trtllm-bench"
 
 GPTFAST_DEFAULT_OSL = 200  # gpt-fast generate.py --max_new_tokens default
+#: Requests per run of TensorRT-LLM's performance overview (trtllm-bench throughput on a synthetic
+#: dataset of fixed lengths, every request queued at once: a finite run, explorer/offline_run.py),
+#: by the overview's document path and (ISL, OSL), as each version's "$num_requests" table lists
+#: them: NVIDIA/TensorRT-LLM@00f37686aa854010d68bcbd0f4ab000221541ca6:docs/source/performance/perf-overview.md
+#: and @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d:docs/source/developer-guide/perf-overview.md (its
+#: 1000/1000 rows: the 1024/1024 count, the only one of that length class it lists).
+PERF_OVERVIEW_REQUESTS: dict[str, dict[tuple[int, int], int]] = {
+    "docs/source/performance/perf-overview.md": {
+        (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+        (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000},
+    "docs/source/developer-guide/perf-overview.md": {
+        (1024, 1024): 3000, (1000, 1000): 3000, (8192, 1024): 1500, (1024, 8192): 1500, (32768, 1024): 1000,
+        (1024, 32768): 1000},
+}
+
+
+def perf_overview_requests(raw: dict[str, Any], isl: int, osl: int) -> int:
+    """Requests of the overview run a measurement row cites (0: not an overview row, or lengths
+    its table does not list)."""
+    src = str(raw.get("source") or "") + " " + str(raw.get("notes") or "")
+    for doc, table in PERF_OVERVIEW_REQUESTS.items():
+        if doc in src:
+            return table.get((isl, osl), 0)
+    return 0
 
 INFERENCE_METRICS = {
     "output_throughput_per_gpu": ("tokens_per_s_per_gpu", {"tok/s/gpu"}),
@@ -387,6 +411,9 @@ def parse_case(raw: Any, index: int) -> Case:
         case.values = {"model": preset.shape.name, "precision": prec, "isl": isl, "osl": osl,
                        "tp": t, "pp": pp, "ep": e, "dp": dp, "runtime": case.runtime, "serverless": True}
         case.values.update(spec)
+        n_req = perf_overview_requests(raw, isl, osl)
+        if n_req:  # a finite offline run of the overview (explorer/offline_run.py)
+            case.values["num_requests"] = n_req
         if metric == "output_tokens_per_s_per_node":
             case.values["gpus_per_node"] = whole_number(raw, "gpus_per_node", DEFAULT_GPUS_PER_NODE)
             if "disaggregat" in str(raw.get("notes", "")).lower() or "disaggregat" in cid.lower():

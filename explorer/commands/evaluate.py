@@ -108,6 +108,9 @@ def register(sub) -> None:
     p.add_argument("--batch-wait-ratio", type=lambda t: _real(t, 0.0, 1.0, False), default=0.0,
                    help="...or until the pending tokens reach this share of the step's token budget "
                         "(batch_wait_max_tokens_ratio; with --batch-wait-iters)")
+    p.add_argument("--num-requests", type=lambda t: _whole(t, 0, 10**9), default=0,
+                   help="a finite offline run of N requests queued at once, as trtllm-bench throughput runs "
+                        "(explorer/offline_run.py: concurrency at most N, plus the ramp and drain); 0 = steady state")
     p.add_argument("--front-end", action="store_true",
                    help="add the runtime's serving front end (trtllm: trtllm-serve's HTTP server, detokenisation and "
                         "streaming, fitted on the InferenceX curves; it works beside the engine and bounds small "
@@ -194,7 +197,7 @@ def run(args) -> int:
                  draft_model=args.draft_model, training_tokens=args.training_tokens, serving=args.serving,
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
-                 front_end=args.front_end)
+                 front_end=args.front_end, num_requests=args.num_requests)
 
     if args.json:
         print(json.dumps(r, indent=1, default=float))
