@@ -153,7 +153,7 @@ def time_to_front(args) -> None:
             how = f"read from {stored.relative_to(ROOT)}"
         ladder = ("full batch ladder, exact" if not batches else f"batch ladder thinned to {batches} values, then "
                   "every batch value near its front, not exact by construction; it equalled the full grid's "
-                  "front on an earlier calibration, benchmarks/data/README.md")
+                  "front on the calibrations checked, benchmarks/data/README.md")
         hv_true = hypervolume(front[objs].to_numpy(), dirs, ref)
         print(f"  {name}: exhaustive front {len(front)} points, hypervolume {hv_true:.5g} ({ladder}; {how})")
         for label, extra in (("after (shape trials)", ()), ("before (point trials)", ("--trial-unit", "point"))):
