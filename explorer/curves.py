@@ -102,9 +102,6 @@ ROW_KEYS = CURVE_KEYS - {"concurrencies", "throughput_field"} | {
     "id", "concurrency", "tok_s_gpu", "tok_s_gpu_derived", "tok_s_user", "ttft_ms", "tpot_ms", "mean_ttft_ms",
     "mean_tpot_ms", "total_tok_s_gpu", "stat", "run_url"}
 AXES = ("tok_s_gpu", "tok_s_user", "ttft")
-_FORMAT_SUFFIX = re.compile(r"[-_](fp8|fp4|nvfp4|mxfp4|bf16|fp16|int8|int4|awq|gptq)$", re.I)
-
-
 def length_cv(meta: Any) -> float:
     """Coefficient of variation of InferenceX's uniform ``[r L, L]`` lengths (r as
     :func:`inferencex_mean_length` reads it): ``(1 - r) / (sqrt(3) (1 + r))``, 0.064 at r = 0.8."""
@@ -180,7 +177,7 @@ def curve_cases(data: dict, where: str) -> list:
             meta = curves.get(cid, {})
             text = " ".join(str(x) for x in (raw.get("notes", ""), meta.get("notes", ""), raw.get("source", ""),
                                              meta.get("source", ""), cid))
-            preset = get_preset(_FORMAT_SUFFIX.sub("", str(raw.get("model", ""))).strip(), rid, "model")
+            preset = get_preset(str(raw.get("model", "")), rid, "model")
             hw: Hardware = gpu_hardware(raw.get("gpu"))
             from explorer.runtime import load_runtime
 

@@ -9,6 +9,7 @@ part of the architecture (norms, QKV bias) and otherwise ignored (< 0.01 % of an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import cache
@@ -153,8 +154,36 @@ def preset_names() -> list[str]:
     return sorted(presets())
 
 
+#: Words a published checkpoint's name adds to the architecture it ships (hub organisation,
+#: "Meta-" prefix, instruction tuning, number format, quantizer, revision and date tags, MLPerf's
+#: accuracy targets): none changes a layer's shape, so :func:`checkpoint_key` drops them when the
+#: name as written is neither a preset nor an alias.  Order matters only for readability; the
+#: suffix pattern is applied until nothing more comes off.
+_CHECKPOINT_PREFIX = re.compile(r"^(?:[\w.-]+/)+|^meta-(?=llama)", re.I)
+_CHECKPOINT_SUFFIX = re.compile(
+    r"[-_.](?:instruct|chat|hf|base|it|fp8|fp4|nvfp4|mxfp4|bf16|fp16|int8|int4|w4a16|w8a8|w8a16|w4a8|awq|gptq|"
+    r"kv|dynamic|static|block|quantized|v\d+(?:\.\d+)?|\d{4}|99(?:\.9)?)$", re.I)
+
+
+def checkpoint_key(name: str) -> str:
+    """The architecture a checkpoint name refers to, as a lookup key: lower case, hub organisation
+    and the words of :data:`_CHECKPOINT_SUFFIX` removed (``nvidia/DeepSeek-R1-0528-FP4-v2`` ->
+    ``deepseek-r1``, ``Meta-Llama-3.1-8B-Instruct`` -> ``llama-3.1-8b``,
+    ``Qwen3-235B-A22B-Instruct-2507-FP8`` -> ``qwen3-235b-a22b``)."""
+    key = _CHECKPOINT_PREFIX.sub("", str(name).strip().lower())
+    while True:
+        shorter = _CHECKPOINT_SUFFIX.sub("", key)
+        # a version tag is the architecture's generation when nothing numbered precedes it
+        # (DeepSeek-V2 is not DeepSeek-V3), a revision otherwise (Mixtral-8x7B-v0.1, ...-NVFP4-v2)
+        if shorter == key or not shorter or (re.fullmatch(r"[-_.]v[\d.]+", key[len(shorter):])
+                                             and not re.search(r"\d", shorter)):
+            return key
+        key = shorter
+
+
 def get_preset(name: str, where: str = "--model", key: str | None = None) -> Preset:
-    """A preset by name or alias, case-insensitive."""
+    """A preset by name or alias, case-insensitive; else by the checkpoint words of the name
+    (:func:`checkpoint_key`) when they name exactly one preset."""
     lname = str(name).lower().strip()
     table = presets()
     if lname in table:
@@ -162,6 +191,11 @@ def get_preset(name: str, where: str = "--model", key: str | None = None) -> Pre
     for p in table.values():
         if lname in p.aliases:
             return p
+    want = checkpoint_key(lname)
+    hits = {p.shape.name for p in table.values()
+            if want in {checkpoint_key(n) for n in (p.shape.name, *p.aliases)}}
+    if len(hits) == 1:
+        return table[hits.pop()]
     raise unknown(where, key, "model", name, list(table) + [a for p in table.values() for a in p.aliases])
 
 

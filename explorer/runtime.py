@@ -258,6 +258,19 @@ def list_runtimes() -> list[Runtime]:
     return [load_runtime(p.stem) for p in runtime_files()]
 
 
+#: Words of a framework label that name the build or front end, not another engine: the vendor's
+#: platform (``vLLM (ROCm)``, ``sglang-rocm``), the server command (``trtllm-serve``) and version
+#: tags (``SGLang v0.5.9``); TensorRT-LLM renamed itself "TensorRT LLM" in late 2025.
+_RUNTIME_NOISE = re.compile(r"\(.*?\)|\b(?:rocm|cuda|serve|server|openai|v?\d+(?:\.\d+)+\w*)\b")
+
+
+def runtime_key(label: str) -> str:
+    """A framework label reduced to a runtime name or alias: lower case, the words of
+    :data:`_RUNTIME_NOISE` dropped, spaces and underscores joined by hyphens."""
+    words = _RUNTIME_NOISE.sub(" ", str(label).lower())
+    return "-".join(w for w in re.split(r"[\s_/-]+", words) if w)
+
+
 def load_runtime(name: str | Runtime, where: str = "--runtime", key: str | None = None) -> Runtime:
     """A runtime profile by name or alias (``trtllm``, ``vllm``, ``sglang``, ``TensorRT-LLM``)."""
     if isinstance(name, Runtime):
@@ -266,6 +279,8 @@ def load_runtime(name: str | Runtime, where: str = "--runtime", key: str | None 
     if lname in _CACHE:
         return _CACHE[lname]
     found, names = find_named(RUNTIME_DIR, lname, _load_file, _BY_STEM)
+    if found is None and runtime_key(lname) != lname:
+        found, names = find_named(RUNTIME_DIR, runtime_key(lname), _load_file, _BY_STEM)
     if found is None:
         raise unknown(where, key, "runtime", name, names)
     _CACHE[lname] = found

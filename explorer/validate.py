@@ -199,6 +199,20 @@ def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
         # gpt-oss ships only as an MXFP4 checkpoint; without FP4 tensor cores (Hopper) its MoE
         # weights are dequantized in the GEMM, whatever the run's label ("FP8 (as labeled)")
         return "mxfp4-w4a16"
+    m = re.search(r"\bw(4|8)a(4|8|16)\b", s)  # weight/activation bit widths (vLLM / llm-compressor labels)
+    if m:
+        wa = m.group(0)
+        if wa in ("w4a16", "w8a16", "w4a8"):
+            return wa
+        if wa == "w8a8" and hw.supports("fp8"):
+            # INT8 or FP8 W8A8: one byte per weight and activation, and on every GPU with FP8
+            # tensor cores the dense INT8 and FP8 peaks are equal (H100/H200 1,979 TOPS = TFLOPS;
+            # hardware_specs.yaml), so both run as fp8 here (assumption: the INT8 kernels reach the
+            # FP8 kernels' efficiency)
+            return "fp8"
+        if wa == "w4a4":
+            return "fp4"
+        raise ValueError(f"precision '{label}': {wa} needs tensor cores this GPU's file does not list")
     if "int4" in s:
         return "w4a16"
     if "int8" in s:

@@ -145,3 +145,24 @@ def test_invalid_shapes_are_rejected(bad, match):
     base = dict(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8)
     with pytest.raises(SpecError, match=match):
         ModelShape(**{**base, **bad}).validate()
+
+
+@pytest.mark.parametrize("label, preset", [
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+    ("Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("amd/Llama-3.1-70B-Instruct-FP8-KV", "llama-3.1-70b"),
+    ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-v3"),
+    ("Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+    ("Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("llama2-70b-99.9", "llama-2-70b"),
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
+])
+def test_checkpoint_names_resolve_to_their_architecture(label, preset):
+    assert get_preset(label).shape.name == preset
+
+
+@pytest.mark.parametrize("label", ["DeepSeek-V2", "DeepSeek-V3.2-Exp", "gpt-oss", "Kimi-K2", "mixtral-8x22b"])
+def test_other_architectures_stay_unknown(label):
+    # a generation tag is not a revision (V2 is not V3), and a bare family names no one preset
+    with pytest.raises(SpecError, match="unknown model"):
+        get_preset(label)

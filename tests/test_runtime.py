@@ -253,3 +253,16 @@ def test_custom_allreduce_in_the_served_step(hardware, tp, custom):
     assert all(load_runtime(n).custom_allreduce for n in ("trtllm", "trtllm-bench", "sglang", "mlperf"))
     assert not load_runtime("gpt-fast").custom_allreduce and not load_runtime("vllm").custom_allreduce
 
+
+
+@pytest.mark.parametrize("label, name", [
+    ("TensorRT LLM", "trtllm"), ("trtllm-serve", "trtllm"), ("TRT-LLM 1.2.0rc2", "trtllm"),
+    ("vLLM (ROCm)", "vllm"), ("vllm-rocm", "vllm"), ("SGLang v0.5.9", "sglang"), ("sglang 0.5.12", "sglang"),
+])
+def test_framework_labels_as_runs_write_them(label, name):
+    assert load_runtime(label).name == name
+
+
+def test_an_unknown_framework_is_still_an_error():
+    with pytest.raises(SpecError, match="unknown runtime 'Dynamo'"):
+        load_runtime("Dynamo")

@@ -339,3 +339,22 @@ def test_gpu_labels_of_parts_without_a_file_stay_unknown(label):
 
     with pytest.raises(SpecError):
         gpu_hardware(label)
+
+
+@pytest.mark.parametrize("label, gpu, policy", [
+    ("W4A16", "h100", "w4a16"), ("INT8 W8A8", "h100", "fp8"), ("w8a8-fp8", "h200", "fp8"),
+    ("int8", "h100", "w8a16"), ("INT4 AWQ", "a100-80gb", "w4a16"),
+])
+def test_weight_activation_labels(label, gpu, policy):
+    from explorer.hardware import load_hardware
+    from explorer.validate import precision_policy
+
+    assert precision_policy(label, load_hardware(gpu), "llama-3.1-70b") == policy
+
+
+def test_w8a8_without_fp8_tensor_cores_is_refused_with_the_label():
+    from explorer.hardware import load_hardware
+    from explorer.validate import precision_policy
+
+    with pytest.raises(ValueError, match="'W8A8'"):
+        precision_policy("W8A8", load_hardware("a100-80gb"), "llama-3.1-70b")
