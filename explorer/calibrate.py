@@ -259,7 +259,8 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     hw0 = prior_hardware(load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware)
     all_cases = cases if cases is not None else load_all_cases(files)
     mine = [c for c in all_cases
-            if c.supported and c.hardware == hw0.name and c.kind not in ("system", "system_latency")]
+            if c.supported and c.hardware == hw0.name and c.kind not in ("system", "system_latency")
+            and not c.values.get("fabric")]  # a cloud fabric's rows fit that fabric (explorer/fabrics.py)
     if not any(c.kind == "curve" for c in mine):
         hw0 = hw0.with_efficiency(**family_serving_prior(hw0))
     if not mine:

@@ -115,6 +115,11 @@ class Hardware:
     ll128_step_s: float = 0.0  # per ring step latency of LL128 inside the scale-up domain
     nvls_eta: float = 0.0  # achieved/ideal bandwidth of an in-switch (NVLink SHARP) all-reduce; 0 = no NVLS
     nvls_latency_s: float = 0.0  # fixed latency of an NVLS all-reduce
+    #: the scale-out fabric's own protocol figures (explorer/fabrics.py; 0 = the scale-up figures, as
+    #: on InfiniBand): NCCL LL's per-step latency across domains and its bandwidth / Simple's there
+    scaleout_ll_step_s: float = 0.0
+    scaleout_ll_fraction: float = 0.0
+    fabric: str = ""  # the scale-out fabric when not the file's own (explorer/fabrics.py)
     scaleup_mesh: bool = False  # point-to-point links (xGMI mesh), no switch: n GPUs get (n-1)/(domain-1) of the bw
     #: the scale-up fabric lets a serving runtime's custom all-reduce kernels load and store peer
     #: memory (NVLink, xGMI); PCIe-only kinds say ``interconnect.peer_allreduce: false`` (vLLM turns

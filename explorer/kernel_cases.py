@@ -50,6 +50,7 @@ import numpy as np
 
 from explorer.costs.attention import decode_attention_time, prefill_attention_flops, prefill_attention_time
 from explorer.costs.comm import collective_s, ep_alltoall_s, protocols_of
+from explorer.fabrics import Fabric, fabric_in, fabrics, with_fabric
 from explorer.costs.gemm import gemm_cost
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
@@ -99,15 +100,6 @@ LOWER_IS_BETTER = {"latency_us"}
 FA_BENCH_DIM = 2048
 #: DeepEP's FP8 dispatch carries one fp32 scale per 128 channels (``hidden/128*4`` bytes per token).
 FP8_SCALE_BLOCK = 128
-#: Scale-out networks that no hardware file describes (the files describe DGX/HGX InfiniBand with one
-#: 400 Gb/s NIC per GPU): a collective spanning several scale-up domains over one of these is not scored.
-#: pattern (searched in the row's source, notes, library and gpu) -> reason.
-FOREIGN_NETWORKS: dict[str, str] = {
-    r"a3mega|a3 mega": "scale-out is GCP A3 Mega networking (GPUDirect-TCPXO, ~123 us latency floor in this log), "
-                       "not the InfiniBand fabric of the hardware file",
-    r"p6-b200|efa|tuner_plugin=ofi": "scale-out is AWS EFA (libfabric/SRD via the aws-ofi-nccl plugin), not the "
-                                     "InfiniBand fabric of the hardware file",
-}
 #: Libraries whose attention kernels use Ampere-style mma.sync (not wgmma / tcgen05) on Hopper/Blackwell.
 LEGACY_ATTENTION = re.compile(r"flashattention[- ]?2|flash_attn 2|flashattention 2\.|\bfa2\b", re.I)
 LEGACY_ARCHS = {"hopper", "blackwell", "blackwell-ultra"}
@@ -237,7 +229,10 @@ def _parse_row(raw: Any, index: int, where: str) -> Case:
             v.update(_decode_values(raw, hw))
         elif kind in ("allreduce", "allgather", "reducescatter"):
             v.update(_collective_values(raw, kind))
-            _check_network(raw, v["n"], hw)
+            fabric = _network(raw, v["n"], hw)
+            if fabric:
+                v["fabric"] = fabric
+                case.note = (case.note + "; " if case.note else "") + f"scale-out over {fabric}"
         else:
             v.update(_alltoall_values(raw, kind))
         case.values = v
@@ -319,13 +314,20 @@ def _collective_values(row: dict, kind: str) -> dict[str, Any]:
     return {"bytes": S, "n": n, "collective": kind, "ring_only": ring_only}
 
 
-def _check_network(row: dict, n: float, hw: Hardware) -> None:
+def _network(row: dict, n: float, hw: Hardware) -> str:
+    """The scale-out fabric a collective of ``n`` GPUs crosses when it is not the hardware file's own
+    (explorer/fabrics.py, matched on the row's text), else ''."""
     if n <= hw.scaleup_domain:
-        return
-    text = " ".join(str(row.get(k) or "") for k in ("source", "notes", "library", "gpu")).lower()
-    for pat, why in FOREIGN_NETWORKS.items():
-        if re.search(pat, text):
-            raise RowError(f"num_gpus {n:g} > {hw.name}'s scale-up domain of {hw.scaleup_domain}: {why}")
+        return ""
+    text = " ".join(str(row.get(k) or "") for k in ("source", "notes", "library", "gpu"))
+    f = fabric_in(text)
+    return f.name if f is not None else ""
+
+
+def on_own_fabric(c: Case) -> bool:
+    """A case that runs on its hardware file's own fabrics (what a hardware kind's fit may use);
+    a cloud fabric's rows fit that fabric (explorer/fabrics.py) instead."""
+    return not (c.values or {}).get("fabric")
 
 
 def _alltoall_values(row: dict, kind: str) -> dict[str, Any]:
@@ -360,6 +362,7 @@ def kernel_ideal(hw: Hardware) -> Hardware:
                    attention_eta=1.0, attention_tile_overhead=0.0, softmax_exposed=0.0, legacy_mma_fraction=1.0,
                    kv_page_overhead_bytes=0.0, collective_latency_s=0.0, ll_bw_fraction=0.0, ll128_bw_fraction=0.0,
                    ll_step_s=0.0, ll128_step_s=0.0, scaleup_latency_s=0.0, scaleout_latency_s=0.0,
+                   scaleout_ll_step_s=0.0, scaleout_ll_fraction=0.0,
                    nvls_eta=1.0 if hw.nvls_eta > 0 else 0.0, nvls_latency_s=0.0)
 
 
@@ -467,17 +470,25 @@ _FAMILY = {"grouped_gemm": "gemm", "allgather": "allreduce", "reducescatter": "a
            "alltoall_combine": "alltoall_dispatch"}
 
 
-def predict_kernel_cases(cases: list[Case], hw_of: Callable[[str], Hardware] | None = None) -> np.ndarray:
+def predict_kernel_cases(cases: list[Case], hw_of: Callable[[str], Hardware] | None = None,
+                         fabric_of: Callable[[str], Fabric] | None = None, ideal: bool = False) -> np.ndarray:
     """Predicted value of every case in its own metric and unit; NaN for unsupported cases.
-    ``hw_of(name)`` gives the hardware to use (calibration passes candidates); default: the files."""
+    ``hw_of(name)`` gives the hardware to use (calibration passes candidates); default: the files.
+    A case over a cloud fabric runs on that hardware with the fabric's scale-out hop
+    (``fabric_of(name)``, default explorer/data/fabrics.yaml).  ``ideal``: on :func:`kernel_ideal`
+    of that hardware."""
     get = hw_of or load_hardware
+    get_fabric = fabric_of or (lambda n: fabrics()[n])
     out = np.full(len(cases), np.nan)
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for i, c in enumerate(cases):
         if c.supported and c.kind in _PREDICTORS:
-            groups.setdefault((_FAMILY.get(c.kind, c.kind), c.hardware), []).append(i)
-    for (fam, name), idx in groups.items():
-        h = get(name)
+            groups.setdefault((_FAMILY.get(c.kind, c.kind), c.hardware, str(c.values.get("fabric") or "")),
+                              []).append(i)
+    for (fam, name, fabric), idx in groups.items():
+        h = with_fabric(get(name), get_fabric(fabric) if fabric else None)
+        if ideal:
+            h = kernel_ideal(h)
         with np.errstate(divide="ignore", invalid="ignore"):
             out[idx] = _PREDICTORS[fam]([cases[i] for i in idx], h)
     return out
@@ -486,8 +497,7 @@ def predict_kernel_cases(cases: list[Case], hw_of: Callable[[str], Hardware] | N
 def roofline_kernel_cases(cases: list[Case], hw_of: Callable[[str], Hardware] | None = None) -> np.ndarray:
     """The same cases on :func:`kernel_ideal` hardware: the best any kernel could do (for latency
     metrics, the least time)."""
-    get = hw_of or load_hardware
-    return predict_kernel_cases(cases, lambda n: kernel_ideal(get(n)))
+    return predict_kernel_cases(cases, hw_of, ideal=True)
 
 
 def errors(cases: list[Case], pred: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ import numpy as np
 
 from explorer.calibrate import _replace_checked, _set_lines
 from explorer.hardware import KERNEL_FLAGS, KERNEL_PARAMS, Hardware, _load_file, list_hardware, load_hardware
-from explorer.kernel_cases import DEFAULT_KERNELS, TARGETS, load_kernel_cases, predict_kernel_cases
+from explorer.kernel_cases import DEFAULT_KERNELS, TARGETS, load_kernel_cases, on_own_fabric, predict_kernel_cases
 from explorer.validate import Case
 
 PRIOR_WEIGHT = 0.3
@@ -95,7 +95,7 @@ def prior_values(hw: Hardware) -> dict[str, float]:
 def kernel_residuals(cases: list[Case], hw: Hardware) -> np.ndarray:
     """``log(predicted/measured)`` of every supported case on ``hw`` (its name), in case order; a
     prediction that is not finite and positive counts as 1e-9 of the measurement."""
-    mine = [c for c in cases if c.supported and c.hardware == hw.name]
+    mine = [c for c in cases if c.supported and c.hardware == hw.name and on_own_fabric(c)]
     if not mine:
         return np.zeros(0)
     pred = predict_kernel_cases(mine, lambda _n: hw)
@@ -150,7 +150,7 @@ def fit_kind(hardware: str | Hardware, cases: list[Case], prior_weight: float = 
     from scipy.optimize import least_squares
 
     hw0 = load_hardware(hardware) if not isinstance(hardware, Hardware) else hardware
-    mine = [c for c in cases if c.supported and c.hardware == hw0.name]
+    mine = [c for c in cases if c.supported and c.hardware == hw0.name and on_own_fabric(c)]
     if not mine:
         raise ValueError(f"no supported kernel case on hardware '{hw0.name}'")
     base = prior_values(hw0)
@@ -268,7 +268,7 @@ def cross_validate(cases: list[Case], by: str = "source", hardware: list[str] | 
     out = np.full(len(cases), np.nan)
     everyone = sorted({c.hardware for c in cases if c.supported})
     names = [n for n in (hardware or everyone) if n in everyone]
-    mine = [i for i, c in enumerate(cases) if c.supported and c.hardware in names]
+    mine = [i for i, c in enumerate(cases) if c.supported and c.hardware in names and on_own_fabric(c)]
 
     def score(idx: list[int], hw: dict[str, Hardware]) -> None:
         pred = predict_kernel_cases([cases[i] for i in idx], lambda n: hw[n])
@@ -383,8 +383,8 @@ def report(cases: list[Case], fits: dict[str, KernelFit], held: dict[str, np.nda
         lines.append(f"== {name}: {len(f.cases)} rows; fitted {', '.join(f.active) or 'nothing'}")
         for k in f.active:
             lines.append(f"   {k:26s} {f.prior[k]:10.4g} -> {f.values[k]:10.4g}")
-    sup = [c for c in cases if c.supported and c.hardware in fits]
-    idx = [i for i, c in enumerate(cases) if c.supported and c.hardware in fits]
+    sup = [c for c in cases if c.supported and c.hardware in fits and on_own_fabric(c)]
+    idx = [i for i, c in enumerate(cases) if c.supported and c.hardware in fits and on_own_fabric(c)]
     after = np.full(len(cases), np.nan)
     for f in fits.values():
         ids = {c.id: e for c, e in zip(f.cases, f.errors_after, strict=True)}

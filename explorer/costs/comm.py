@@ -61,14 +61,21 @@ def link(group: np.ndarray, domain: np.ndarray, up_bw, up_lat, out_bw, out_lat):
 
 
 def nccl_protocols(simple_step_s, ll_step_s=0.0, ll128_step_s=0.0, ll_fraction=0.0, ll128_fraction=0.0,
-                   base: bool = True) -> list[tuple]:
+                   base: bool = True, out_ll_step_s=None, out_ll_fraction=None) -> list[tuple]:
     """``(base_s, step_s, bw_fraction)`` for Simple and, where their fraction is > 0, LL and LL128.
-    Per-point arrays broadcast; ``base=False`` drops NCCL's base latencies (the roofline)."""
+    Per-point arrays broadcast; ``base=False`` drops NCCL's base latencies (the roofline).
+
+    ``out_ll_step_s`` / ``out_ll_fraction`` (a scale-out fabric with its own LL figures,
+    explorer/fabrics.py): LL's entry gets them as a 4th and 5th element, its per-step latency and
+    bandwidth fraction on the hop across domains (:func:`collective_s`)."""
     def b(p: str) -> float:
         return NCCL_BASE_LATENCY_S[p] if base else 0.0
     out: list[tuple] = [(b("simple"), simple_step_s, 1.0)]
     if (np.asarray(ll_fraction) > 0).any():
-        out.append((b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9)))
+        ll = (b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9))
+        if out_ll_step_s is not None:
+            ll = (*ll, out_ll_step_s, np.maximum(out_ll_fraction if out_ll_fraction is not None else ll[2], 1e-9))
+        out.append(ll)
     if (np.asarray(ll128_fraction) > 0).any():
         out.append((b("ll128"), ll128_step_s, np.maximum(ll128_fraction, 1e-9)))
     return out
@@ -96,13 +103,21 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
     inter = factor * (N - 1.0) / N * (S / D) / (out_bw * eta_n)  # hierarchical: ring across domains
     inter_lat = factor * (N - 1.0) * out_step_s
     best = np.full(np.broadcast(S, n, dom, up).shape, np.inf)
-    for base, step, frac in (protocols or [(0.0, up_step_s, 1.0)]):
-        step_lat = np.where(inside, step, np.maximum(step, out_step_s))
-        t = base + steps * step_lat + share * S / (ring_bw * eta_n * frac)
+    for base, step, frac, *fabric in (protocols or [(0.0, up_step_s, 1.0)]):
+        # the hop across domains: the protocol's own figures on a fabric that has them, else the
+        # scale-out latency and the protocol's scale-up fraction
+        o_step, o_frac = (fabric[0], fabric[1]) if fabric else (out_step_s, frac)
+        step_lat = np.where(inside, step, np.maximum(step, o_step))
+        if fabric:  # the slower of the scale-up and the fabric's bandwidth at this protocol
+            lane = np.where(inside, up * frac, np.minimum(up * frac, D * out_bw * o_frac))
+            t = base + steps * step_lat + share * S / (lane * eta_n)
+        else:
+            t = base + steps * step_lat + share * S / (ring_bw * eta_n * frac)
         best = np.minimum(best, t)
         if not ring_only and not inside.all():
             intra = factor * (D - 1.0) / D * S / (up * eta_n * frac)
-            t_h = base + factor * (D - 1.0) * step + inter_lat + np.maximum(intra, inter / frac)
+            o_lat = inter_lat if not fabric else factor * (N - 1.0) * o_step
+            t_h = base + factor * (D - 1.0) * step + o_lat + np.maximum(intra, inter / o_frac)
             best = np.where(inside, best, np.minimum(best, t_h))
     nv = np.asarray(nvls_eta, dtype=np.float64)
     if kind == "allreduce" and not ring_only and (nv > 0).any():
@@ -115,8 +130,11 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
 def protocols_of(h) -> list[tuple]:
     """NCCL protocol candidates of a hardware kind (anything with the Hardware attributes): shared
     by the kernel validation and the serving simulator."""
+    fabric = getattr(h, "scaleout_ll_step_s", 0.0) > 0
     return nccl_protocols(h.scaleup_latency_s, h.ll_step_s, h.ll128_step_s, h.ll_bw_fraction, h.ll128_bw_fraction,
-                          base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0)
+                          base=h.collective_latency_s > 0 or h.ll_bw_fraction > 0,
+                          out_ll_step_s=h.scaleout_ll_step_s if fabric else None,
+                          out_ll_fraction=h.scaleout_ll_fraction if fabric and h.scaleout_ll_fraction > 0 else None)
 
 
 #: Fixed time of one custom (peer-to-peer) all-reduce kernel of a serving runtime inside a CUDA/HIP
