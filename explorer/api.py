@@ -67,6 +67,7 @@ def evaluate(
     batch_wait_ratio: float = 0.0,
     front_end: bool = False,
     num_requests: int = 0,
+    fabric: str | None = None,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -103,8 +104,15 @@ def evaluate(
     ``front_end`` (off by default): add the runtime's serving front end (its fitted ``serve_*`` host
     work beside the engine loop: trtllm-serve's HTTP server, detokenisation and streaming); off is
     the engine alone, as an offline benchmark (trtllm-bench) sees it.
+
+    ``fabric`` (explorer/data/fabrics.yaml, e.g. ``aws-efa``): the hop between scale-up domains is
+    that cloud fabric's instead of the hardware file's InfiniBand (groups that span nodes only).
     """
     hw = hw_override or load_hardware(hardware)
+    if fabric:  # a cloud scale-out fabric instead of the file's own (explorer/fabrics.py)
+        from explorer.fabrics import get_fabric, with_fabric
+
+        hw = with_fabric(hw, get_fabric(fabric, "--fabric"))
     if usd_per_gpu_hour is not None:
         check_number(usd_per_gpu_hour, "--usd-per-gpu-hour", None, min_value=0, min_exclusive=True, max_value=10_000)
     if power_overhead_factor is not None:

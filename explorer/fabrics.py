@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from explorer.errors import SpecError
+from explorer.errors import SpecError, unknown
 from explorer.hardware import Hardware
 from explorer.units import GB_PER_S, US
 
@@ -83,6 +83,15 @@ def fabrics() -> dict[str, Fabric]:
     text = resources.files("explorer").joinpath("data/fabrics.yaml").read_text(encoding="utf-8")
     entries = (yaml.safe_load(text) or {}).get("fabrics") or []
     return {f.name: f for f in (_fabric(e, i) for i, e in enumerate(entries))}
+
+
+def get_fabric(name: str, where: str = "--fabric", key: str | None = None) -> Fabric:
+    """A fabric by name (case-insensitive); an unknown name is a one-line error naming the choices."""
+    table = fabrics()
+    f = table.get(str(name).strip().lower())
+    if f is None:
+        raise unknown(where, key, "fabric", name, table)
+    return f
 
 
 def fabric_in(text: str) -> Fabric | None:

@@ -50,9 +50,9 @@ import numpy as np
 
 from explorer.costs.attention import decode_attention_time, prefill_attention_flops, prefill_attention_time
 from explorer.costs.comm import collective_s, ep_alltoall_s, protocols_of
-from explorer.fabrics import Fabric, fabric_in, fabrics, with_fabric
 from explorer.costs.gemm import gemm_cost
 from explorer.errors import ExplorerError, SpecError
+from explorer.fabrics import Fabric, fabric_in, fabrics, with_fabric
 from explorer.hardware import Hardware, load_hardware
 from explorer.precision import tensor_format_in
 from explorer.specio import read_yaml

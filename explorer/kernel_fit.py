@@ -38,7 +38,13 @@ import numpy as np
 
 from explorer.calibrate import _replace_checked, _set_lines
 from explorer.hardware import KERNEL_FLAGS, KERNEL_PARAMS, Hardware, _load_file, list_hardware, load_hardware
-from explorer.kernel_cases import DEFAULT_KERNELS, TARGETS, load_kernel_cases, on_own_fabric, predict_kernel_cases
+from explorer.kernel_cases import (
+    DEFAULT_KERNELS,
+    TARGETS,
+    load_kernel_cases,
+    on_own_fabric,
+    predict_kernel_cases,
+)
 from explorer.validate import Case
 
 PRIOR_WEIGHT = 0.3

@@ -10,7 +10,12 @@ from explorer.costs.comm import collective_s
 from explorer.errors import SpecError
 from explorer.fabrics import FIT_PARAMS, _fabric, fabric_in, fabrics, fit_fabric, with_fabric
 from explorer.hardware import load_hardware
-from explorer.kernel_cases import load_kernel_cases, on_own_fabric, predict_kernel_cases, roofline_kernel_cases
+from explorer.kernel_cases import (
+    load_kernel_cases,
+    on_own_fabric,
+    predict_kernel_cases,
+    roofline_kernel_cases,
+)
 
 
 def test_hierarchical_allreduce_over_a_fabric_by_hand():
@@ -96,3 +101,26 @@ def test_the_stored_fit_is_what_the_fit_gives():
 def test_a_bad_fabric_entry_names_its_key(entry, key):
     with pytest.raises(SpecError, match=key):
         _fabric(entry, 0)
+
+
+def test_evaluate_over_a_cloud_fabric():
+    from explorer.api import evaluate
+
+    kw = dict(tp=16, precision="fp8", batch=16)
+    ib = evaluate("llama-3.1-405b", "h100", **kw)
+    efa = evaluate("llama-3.1-405b", "h100", fabric="aws-efa", **kw)
+    one_node = [evaluate("llama-3.1-405b", "h100", tp=8, precision="fp8", batch=16, fabric=f) for f in (None, "aws-efa")]
+    # tensor parallelism across two nodes pays the fabric's per-step latency on every all-reduce
+    assert efa["tokens_per_s_per_user"] < ib["tokens_per_s_per_user"]
+    # inside one node the fabric is never touched
+    assert one_node[0]["tokens_per_s_per_user"] == one_node[1]["tokens_per_s_per_user"]
+
+
+def test_an_unknown_fabric_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "explorer", "evaluate", "--model", "llama-3.1-8b", "--fabric", "nope"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "--fabric: unknown fabric 'nope'; allowed: aws-efa" in r.stderr

@@ -77,6 +77,9 @@ def register(sub) -> None:
         g.add_argument(flag, dest=dest, type=_positive_int if dest not in ("experts", "shared_experts") else _count)
     g.add_argument("--no-gate", action="store_true", help="non-gated MLP (2 matrices instead of 3)")
     p.add_argument("--hardware", default="h200", help="hardware name or YAML path (default h200)")
+    p.add_argument("--fabric", default=None,
+                   help="scale-out fabric between nodes when not the hardware file's InfiniBand: aws-efa | "
+                        "gcp-a3-mega-tcpxo (explorer/data/fabrics.yaml; matters for groups spanning nodes)")
     p.add_argument("--tp", type=_degree, default=1)
     p.add_argument("--pp", type=_degree, default=1)
     p.add_argument("--ep", type=_degree, default=1)
@@ -197,7 +200,7 @@ def run(args) -> int:
                  draft_model=args.draft_model, training_tokens=args.training_tokens, serving=args.serving,
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
-                 front_end=args.front_end, num_requests=args.num_requests)
+                 front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric)
 
     if args.json:
         print(json.dumps(r, indent=1, default=float))
