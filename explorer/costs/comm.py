@@ -72,7 +72,7 @@ def nccl_protocols(simple_step_s, ll_step_s=0.0, ll128_step_s=0.0, ll_fraction=0
         return NCCL_BASE_LATENCY_S[p] if base else 0.0
     out: list[tuple] = [(b("simple"), simple_step_s, 1.0)]
     if (np.asarray(ll_fraction) > 0).any():
-        ll = (b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9))
+        ll: tuple = (b("ll"), ll_step_s, np.maximum(ll_fraction, 1e-9))
         if out_ll_step_s is not None:
             ll = (*ll, out_ll_step_s, np.maximum(out_ll_fraction if out_ll_fraction is not None else ll[2], 1e-9))
         out.append(ll)
