@@ -524,10 +524,9 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     elif isinstance(data, dict) and isinstance(data.get("measurements"), list):
         rows, filled = _fill_unstated_precision(data["measurements"])
         cases = [parse_case(raw, i) for i, raw in enumerate(rows)]
-        for i in filled:
+        for i, note in filled.items():
             if cases[i].supported:
-                cases[i].note = (f"precision not stated: '{rows[i]['precision']}' from the file's other rows of "
-                                 "the same model and GPU")
+                cases[i].note = note
     elif isinstance(data, dict) and isinstance(data.get("rows"), list) and "meta" in data:
         # MLPerf runs' measured latencies (validation/mlperf_latency.yaml): their rows' cases + four each
         from explorer.mlperf_latency import latency_file_cases
@@ -540,26 +539,67 @@ def load_cases(path: str | Path = DEFAULT_MEASUREMENTS) -> list[Case]:
     return mark_duplicate_ids(cases)
 
 
-def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], list[int]]:
+def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], dict[int, str]]:
     """MLPerf system rows whose precision is 'not stated' take the precision that every other row
     of the same model and GPU in the file states, when there is exactly one (an assumption: a
     submitter's harness keeps the format across rounds; such cases say so in their note).
-    Returns the rows (copies where filled) and the filled indices."""
+    Else the narrowest format the same harness ran the same model in that the GPU supports
+    (:func:`_harness_format`).  Returns the rows (copies where filled) and, per filled index, the
+    note its case carries."""
     stated: dict[tuple[str, str], set[str]] = {}
     for raw in rows:
         if isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system":
             prec = str(raw.get("precision", "")).strip()
             if prec and prec.lower() != "not stated":
                 stated.setdefault((str(raw.get("model")), str(raw.get("gpu"))), set()).add(prec.split(" ")[0].upper())
-    out, filled = list(rows), []
+    out: list[Any] = list(rows)
+    filled: dict[int, str] = {}
     for i, raw in enumerate(rows):
         if (isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system"
                 and str(raw.get("precision", "")).strip().lower() == "not stated"):
             known = stated.get((str(raw.get("model")), str(raw.get("gpu"))), set())
             if len(known) == 1:
                 out[i] = dict(raw, precision=next(iter(known)))
-                filled.append(i)
+                filled[i] = (f"precision not stated: '{out[i]['precision']}' from the file's other rows of the same "
+                             "model and GPU")
+                continue
+            fmt = _harness_format(raw, rows)
+            if fmt:
+                out[i] = dict(raw, precision=fmt.upper())
+                filled[i] = (f"precision not stated: '{fmt.upper()}', the narrowest format the same harness "
+                             f"({_harness(raw)}) ran this model in on other GPUs that this GPU supports")
     return out, filled
+
+
+def _harness(raw: dict) -> str:
+    """The benchmark harness of an MLPerf row: the first word after 'framework:' in its notes."""
+    m = re.search(r"framework:\s*([A-Za-z][\w-]*)", str(raw.get("notes", "")))
+    return m.group(1).lower() if m else ""
+
+
+def _harness_format(raw: dict, rows: list[Any]) -> str:
+    """For an MLPerf row whose precision is not stated and whose model and GPU no other row has: the
+    narrowest tensor format that the same harness ran the same model in on other GPUs *and* this
+    GPU's tensor cores support (NVIDIA's TensorRT harness ran Llama-2-70B in FP8 on Hopper and FP4
+    on Blackwell: a harness quantizes as far as the GPU allows -- an assumption), or ''."""
+    harness = _harness(raw)
+    if not harness:
+        return ""
+    used: set[str] = set()
+    for other in rows:
+        if (isinstance(other, dict) and other is not raw and other.get("metric") == "output_tokens_per_s_system"
+                and str(other.get("model")) == str(raw.get("model")) and _harness(other) == harness):
+            fmt = tensor_format_in(str(other.get("precision", "")))
+            if fmt:
+                used.add(fmt)
+    try:
+        hw = gpu_hardware(raw.get("gpu"))
+    except ExplorerError:
+        return ""
+    for fmt in ("fp4", "fp8", "bf16", "fp16"):  # narrowest first
+        if fmt in used and hw.supports(fmt):
+            return fmt
+    return ""
 
 
 def mark_duplicate_ids(cases: list[Case]) -> list[Case]:

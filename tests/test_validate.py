@@ -358,3 +358,21 @@ def test_w8a8_without_fp8_tensor_cores_is_refused_with_the_label():
 
     with pytest.raises(ValueError, match="'W8A8'"):
         precision_policy("W8A8", load_hardware("a100-80gb"), "llama-3.1-70b")
+
+
+def test_an_unstated_mlperf_precision_takes_the_harness_narrowest_format_the_gpu_supports():
+    from explorer.validate import _fill_unstated_precision
+
+    def row(gpu, prec, framework):
+        return {"id": f"{gpu}-{framework}", "model": "Llama-2-70B-chat", "gpu": gpu, "precision": prec,
+                "metric": "output_tokens_per_s_system", "notes": f"framework: {framework} 10.2, CUDA 12.4"}
+
+    rows = [row("H100", "FP8", "TensorRT"), row("B200", "FP4 weights, FP8 KV cache", "TensorRT"),
+            row("L40S", "not stated", "TensorRT"), row("A100", "not stated", "TensorRT"),
+            row("MI300X", "not stated", "LLMBoost")]
+    out, filled = _fill_unstated_precision(rows)
+    # L40S (Ada): FP8 tensor cores, no FP4 -> the harness's FP8; A100: neither -> left unstated
+    assert out[2]["precision"] == "FP8" and "harness (tensorrt)" in filled[2]
+    assert 3 not in filled and out[3]["precision"] == "not stated"
+    assert 4 not in filled  # no other row of that harness
+    assert rows[2]["precision"] == "not stated"  # the input rows are not modified
