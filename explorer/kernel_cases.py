@@ -77,7 +77,7 @@ GPU_CLASSES: dict[str, tuple[str | None, str]] = {
     "Hopper (unspecified)": ("h100", "unspecified SM90 part: H100 SXM assumed (same die as H800/H200; these rows' "
                                      "scale-out is the 400 Gb/s CX7 NIC every DGX/HGX Hopper has)"),
     "B200-class (SM100)": ("b200", "SM100 part not named: B200 assumed"),
-    "H20": (None, "no hardware file for H20: its SM count and tensor peaks are not in the project's sourced specs"),
+    "H20": ("h20", ""),
 }
 
 KIND_REGIME = {

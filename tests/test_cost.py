@@ -37,6 +37,8 @@ from explorer.simulate import simulate
 from explorer.space import parse_space
 
 NEW_KINDS = ("h200-nvl", "gh200", "rtx-pro-6000")
+#: kinds no measurement was fitted on (rtx-pro-6000 is calibrated on its two MLPerf Offline rows)
+UNFITTED_KINDS = ("h200-nvl", "gh200", "h20")
 
 
 # ------------------------------------------------------------------ formulas, worked by hand
@@ -98,10 +100,12 @@ def test_every_shipped_kind_has_sourced_power_and_dated_price():
             assert math.isnan(h.usd_per_gpu_hour), h.name
 
 
-@pytest.mark.parametrize("name", NEW_KINDS)
+@pytest.mark.parametrize("name", sorted(set(NEW_KINDS) | set(UNFITTED_KINDS)))
 def test_new_kinds_load_and_serve_llama70b(name):
     h = load_hardware(name)
-    assert h.name == name and h.efficiency_kind == "assumption" and "transferred" in h.raw["efficiency"]
+    assert h.name == name
+    if name in UNFITTED_KINDS:
+        assert h.efficiency_kind == "assumption" and "transferred" in str(h.raw["efficiency"])
     r = evaluate("llama-3.1-70b", name, batch="max", precision="fp8", tp=2 if name == "rtx-pro-6000" else 1)
     assert r["feasible"] and r["tokens_per_s_per_gpu"] > 100
     assert r["tokens_per_s_per_kw"] == pytest.approx(

@@ -14,7 +14,7 @@ from explorer.hardware import HARDWARE_DIR, hardware_files, list_hardware, load_
 from explorer.precision import TENSOR_FORMATS
 
 NAMES = ["a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x", "mi355x", "l40s",
-         "h800", "h200-nvl", "gh200", "rtx-pro-6000"]
+         "h800", "h200-nvl", "gh200", "rtx-pro-6000", "h20"]
 
 
 def test_every_file_loads():
@@ -61,8 +61,16 @@ def test_units_converted_once():
 
 
 def test_unknown_hardware_suggests():
-    with pytest.raises(SpecError, match=r"unknown hardware 'h20'.*did you mean 'h200'"):
-        load_hardware("h20")
+    with pytest.raises(SpecError, match=r"unknown hardware 'h2000'.*did you mean 'h200'"):
+        load_hardware("h2000")
+
+
+def test_h20_is_the_capped_hopper_part():
+    """h20.yaml: 78 SMs, 148 / 296 dense bf16 / fp8 TFLOPS, 4.0 TB/s, NVLink 450 GB/s per direction."""
+    h = load_hardware("h20")
+    assert (h.sms, h.arch) == (78, "hopper")
+    assert h.peak_flops["bf16"] == pytest.approx(148e12) and h.peak_flops["fp8"] == pytest.approx(296e12)
+    assert h.hbm_bw == pytest.approx(4.0e12) and h.scaleup_bw == pytest.approx(450e9)
 
 
 @pytest.mark.parametrize("hw, precision, fmt", [("h100", "fp4", "fp4"), ("a100-80gb", "fp8", "fp8"),

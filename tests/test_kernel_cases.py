@@ -241,7 +241,7 @@ def test_collective_never_beats_the_link():
     ({"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "fp4"}, "fp4 tensor cores"),
     ({"kind": "conv2d", "m": 8}, "kind 'conv2d'"),
     ({"kind": "gemm", "m": 8, "n": 8, "k": 8, "gpu_class": "TPUv5"}, "gpu_class 'TPUv5'"),
-    ({"kind": "gemm", "m": 8, "n": 8, "k": 8, "gpu_class": "H20"}, "gpu_class H20"),
+    ({"kind": "gemm", "m": 8, "n": 8, "k": 8, "gpu_class": "H20-3e"}, "gpu_class 'H20-3e'"),
     ({"kind": "gemm", "m": 8, "n": 8, "k": 8, "metric": "busbw_GB_s"}, "metric 'busbw_GB_s'"),
     ({"kind": "allreduce", "message_bytes": None, "metric": "busbw_GB_s"}, "message_bytes missing"),
     ({"kind": "allreduce", "message_bytes": 1e6, "num_gpus": 1, "metric": "busbw_GB_s"}, "num_gpus"),

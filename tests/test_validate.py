@@ -332,7 +332,7 @@ def test_gpu_labels_as_runs_write_them(label, kind):
     assert gpu_hardware(label).name == kind
 
 
-@pytest.mark.parametrize("label", ["H100 PCIe", "A100 40GB", "Gaudi2", "H20"])
+@pytest.mark.parametrize("label", ["H100 PCIe", "A100 40GB", "Gaudi2", "H20-3e 141GB"])
 def test_gpu_labels_of_parts_without_a_file_stay_unknown(label):
     """Another part (PCIe board, 40 GB A100) is not mapped to a file of a different one."""
     from explorer.validate import gpu_hardware
