@@ -146,7 +146,7 @@ def curve_cases(data: dict, where: str) -> list:
     (never dropped, never an exception); a file that is not a curves file raises SpecError."""
     from explorer.hardware import Hardware
     from explorer.model import get_preset
-    from explorer.validate import Case, gpu_hardware, precision_policy
+    from explorer.validate import Case, extra_keys_note, gpu_hardware, precision_policy
     from explorer.validate import positive_number as _positive
     from explorer.validate import whole_number as _whole
 
@@ -170,9 +170,7 @@ def curve_cases(data: dict, where: str) -> list:
         try:
             if not isinstance(raw, dict):
                 raise ValueError(f"row is not a mapping: {raw!r}")
-            extra = set(raw) - ROW_KEYS
-            if extra:
-                raise ValueError(f"unknown key(s) {sorted(extra)}")
+            ignored = extra_keys_note(raw, ROW_KEYS)
             cid = str(raw.get("curve") or rid)
             meta = curves.get(cid, {})
             text = " ".join(str(x) for x in (raw.get("notes", ""), meta.get("notes", ""), raw.get("source", ""),
@@ -225,11 +223,14 @@ def curve_cases(data: dict, where: str) -> list:
                 cv = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0
                 values.update(latency_percentiles=1.0, isl_cv=cv, osl_cv=cv)
             # every figure of the row is read before any case is made: a bad one fails them all
+            first = len(out)
             out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
             out.append(Case(f"{rid}:tok_s_user", "tok_s_user", "tok/s/user", measured_user or 0.0, **common))
             if ttft is not None:
                 out.append(Case(f"{rid}:ttft", "ttft", "ms", ttft, column=ttft_column,
                                 note="median TTFT (closed-loop p50)" if ttft_column else "", **common))
+            for c in out[first:] if ignored else ():
+                c.note = f"{c.note}; {ignored}" if c.note else ignored
         except (ValueError, TypeError, ExplorerError) as e:
             for axis, unit in (("tok_s_gpu", "tok/s/gpu"), ("tok_s_user", "tok/s/user")):
                 out.append(Case(f"{rid}:{axis}", axis, unit, float("nan"), kind="curve", regime="curve",

@@ -35,6 +35,7 @@ Mapping rules (each one a documented assumption):
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import re
@@ -349,7 +350,40 @@ def _runtime_of(cid: str, raw: dict) -> str:
     return BENCH_RUNTIME
 
 
+def extra_keys_note(raw: dict, allowed: set[str]) -> str:
+    """A row's keys beyond ``allowed``: one that looks like a misspelt known key the row lacks
+    ('concurency') raises ValueError naming both -- a typo must not silently drop a figure; the
+    others (a field the file's authors added: a run URL, a p99) are ignored and named in the
+    returned note ('' when there are none)."""
+    extra = sorted(str(k) for k in set(raw) - allowed)
+    for k in extra:
+        close = difflib.get_close_matches(k.lower(), sorted(allowed), n=1, cutoff=0.8)
+        if close and close[0] not in raw:
+            raise ValueError(f"unknown key '{k}' (did you mean '{close[0]}'?)")
+    return f"ignored unknown key(s) {extra}" if extra else ""
+
+
+def _with_note(case: Case, note: str) -> Case:
+    if note and case.supported:
+        case.note = f"{case.note}; {note}" if case.note else note
+    return case
+
+
 def parse_case(raw: Any, index: int) -> Case:
+    """One measurements-file row as a :class:`Case` (unsupported, with the reason, when it cannot
+    be read); keys the file's schema does not know are handled by :func:`extra_keys_note`."""
+    if not isinstance(raw, dict):
+        return _parse_case(raw, index)
+    try:
+        note = extra_keys_note(raw, CASE_KEYS)
+    except ValueError as e:
+        cid = str(raw.get("id") or f"#{index}")
+        return Case(cid, str(raw.get("metric")), str(raw.get("unit")), float("nan"), trust=str(raw.get("trust", "")),
+                    supported=False, reason=str(e))
+    return _with_note(_parse_case({k: v for k, v in raw.items() if k in CASE_KEYS}, index), note)
+
+
+def _parse_case(raw: Any, index: int) -> Case:
     """Map one raw entry to a :class:`Case`; problems become ``supported=False`` with a reason."""
     if not isinstance(raw, dict):
         return Case(f"#{index}", "?", "?", float("nan"), supported=False, reason=f"entry is not a mapping: {raw!r}")
@@ -358,9 +392,6 @@ def parse_case(raw: Any, index: int) -> Case:
     unit = str(raw.get("unit"))
     case = Case(cid, metric, unit, float("nan"), trust=str(raw.get("trust", "")))
     try:
-        extra = set(raw) - CASE_KEYS
-        if extra:
-            raise ValueError(f"unknown key(s) {sorted(extra)}")
         value = raw.get("value")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"value must be a positive number, got {value!r}")

@@ -125,7 +125,7 @@ def test_derived_throughput_is_debiased(fronts, tmp_path):
     ({"concurrency": 0}, "concurrency"), ({"concurrency": 1.5}, "concurrency"), ({"isl": float("inf")}, "isl"),
     ({"isl": -5}, "isl"), ({"num_gpus": 1e309}, "num_gpus"), ({"framework": "tgi"}, "runtime"),
     ({"model": "gpt-9"}, "model"), ({"tok_s_user": "fast"}, "tok_s_user"), ({"num_gpus": 4}, "num_gpus"),
-    ({"bogus": 1}, "unknown key"),
+    ({"tok_s_gpu_derivd": 4}, "did you mean 'tok_s_gpu_derived'"),
 ])
 def test_bad_rows_are_unsupported_with_a_reason(fronts, tmp_path, change, why):
     d = _small(fronts, {"ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25_c4", "ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25_c8"})
@@ -176,3 +176,13 @@ def test_lengths_follow_the_files_meta(fronts, tmp_path):
     p.write_text(yaml.safe_dump(d))
     c = load_cases(p)[0]
     assert (c.values["isl"], c.values["osl"]) == (768, 768)
+
+
+def test_a_field_the_schema_does_not_know_is_ignored_and_named(fronts, tmp_path):
+    d = _small(fronts, {"ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25_c4"})
+    d["rows"][0]["p99_itl_ms"] = 12.5
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(d))
+    res = validate(p)
+    assert res["cases"] and all(r["supported"] and "ignored unknown key(s) ['p99_itl_ms']" in r["note"]
+                                for r in res["cases"])

@@ -83,9 +83,9 @@ def design_rows(draw, batch=None):
     return v
 
 
-def random_designs(rng: np.random.Generator, n: int, batch=None) -> dict:
-    """The same distribution as :func:`design_rows`, n rows at once."""
-    hw = rng.choice(HW_NAMES, n)
+def random_designs(rng: np.random.Generator, n: int, batch=None, hw_names: tuple[str, ...] = HW_NAMES) -> dict:
+    """The same distribution as :func:`design_rows`, n rows at once (over ``hw_names``)."""
+    hw = rng.choice(hw_names, n)
     d = rng.choice([64, 128], n)
     nkv = rng.choice([1, 2, 4, 8, 16], n)
     nq = nkv * rng.choice([1, 2, 4, 8], n)

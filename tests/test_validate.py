@@ -101,7 +101,7 @@ def test_kernel_conversions_by_hand():
     ({"model": "NoSuchModel-9B"}, "unknown model"),
     ({"gpu": "TPU-v9"}, "unknown hardware"),
     ({"value": None}, "value must be"),
-    ({"extra_key": 1}, "unknown key"),
+    ({"acceptance_lenght": 3}, "did you mean 'acceptance_length'"),
     ({"metric": "joules"}, "unknown metric"),
     ({"unit": "tok/s/user"}, "does not fit"),
     ({"concurrency_or_batch": "lots"}, "neither a batch"),
@@ -376,3 +376,10 @@ def test_an_unstated_mlperf_precision_takes_the_harness_narrowest_format_the_gpu
     assert 3 not in filled and out[3]["precision"] == "not stated"
     assert 4 not in filled  # no other row of that harness
     assert rows[2]["precision"] == "not stated"  # the input rows are not modified
+
+
+def test_an_unknown_informational_key_is_ignored_and_named(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text(yaml.safe_dump({"measurements": [_case(id="a", run_url="https://example.org/run/1")]}))
+    c = validate(f)["cases"][0]
+    assert c["supported"] and c["predicted"] > 0 and "ignored unknown key(s) ['run_url']" in c["note"]
