@@ -101,7 +101,7 @@ def test_models_and_hardware_list(capsys):
     assert code == 0 and "llama-3.1-8b" in out and "deepseek-v3" in out
     code, out, _ = cli(capsys, "hardware")
     assert code == 0
-    for name in ("h100", "h200", "b200", "mi300x", "l40s"):
+    for name in ("h100", "h200", "b200", "mi300x", "l40s", "h20", "aws-efa", "gcp-a3-mega-tcpxo"):
         assert name in out
     code, out, _ = cli(capsys, "models", "--json")
     assert code == 0 and any(m["name"] == "llama-3.1-8b" for m in json.loads(out))

@@ -82,4 +82,10 @@ def run_hardware(args) -> int:
     for h in kinds:
         print(f"{h.name:10s} {pk(h, 'bf16')} {pk(h, 'fp8')} {pk(h, 'fp4')} {h.hbm_bytes / 1e9:7.0f} {h.hbm_bw / 1e12:5.2f} "
               f"{h.sms:4d} {h.scaleup_bw / 1e9:9.0f} {h.scaleup_domain:6d}  {h.efficiency_kind:10s}  {h.display_name}")
+    from explorer.fabrics import fabrics
+
+    print("\ncloud scale-out fabrics (explorer evaluate --fabric NAME; explorer/data/fabrics.yaml):")
+    for f in fabrics().values():
+        print(f"  {f.name:20s} {f.scaleout_bw / 1e9:5.0f} GB/s per GPU, steps Simple {f.simple_step_s * 1e6:.0f} us / "
+              f"LL {f.ll_step_s * 1e6:.0f} us  {f.display_name}")
     return 0
