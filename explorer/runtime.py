@@ -260,8 +260,10 @@ def list_runtimes() -> list[Runtime]:
 
 #: Words of a framework label that name the build or front end, not another engine: the vendor's
 #: platform (``vLLM (ROCm)``, ``sglang-rocm``), the server command (``trtllm-serve``) and version
-#: tags (``SGLang v0.5.9``); TensorRT-LLM renamed itself "TensorRT LLM" in late 2025.
-_RUNTIME_NOISE = re.compile(r"\(.*?\)|\b(?:rocm|cuda|serve|server|openai|v?\d+(?:\.\d+)+\w*)\b")
+#: tags (``SGLang v0.5.9``), and NVIDIA Dynamo, a front end whose engine is the backend named after
+#: it (``dynamo-trt``, ``dynamo-sglang``; "Dynamo" alone names no engine); TensorRT-LLM renamed itself
+#: "TensorRT LLM" in late 2025.
+_RUNTIME_NOISE = re.compile(r"\(.*?\)|\b(?:rocm|cuda|serve|server|openai|dynamo|v?\d+(?:\.\d+)+\w*)\b")
 
 
 def runtime_key(label: str) -> str:

@@ -258,6 +258,7 @@ def test_custom_allreduce_in_the_served_step(hardware, tp, custom):
 @pytest.mark.parametrize("label, name", [
     ("TensorRT LLM", "trtllm"), ("trtllm-serve", "trtllm"), ("TRT-LLM 1.2.0rc2", "trtllm"),
     ("vLLM (ROCm)", "vllm"), ("vllm-rocm", "vllm"), ("SGLang v0.5.9", "sglang"), ("sglang 0.5.12", "sglang"),
+    ("dynamo-trt", "trtllm"), ("Dynamo-SGLang", "sglang"),
 ])
 def test_framework_labels_as_runs_write_them(label, name):
     assert load_runtime(label).name == name
