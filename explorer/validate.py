@@ -242,7 +242,7 @@ def gpu_hardware(label: Any) -> Hardware:
         return load_hardware(name)
     except SpecError as e:
         first = e
-    words = re.split(r"[\s_]+", name)
+    words = re.split(r"[\s_-]+", name)
     kept = [w for w in words if not _GPU_LABEL_NOISE.match(w)]
     sizes = [float(m.group(1)) for w in words if (m := re.fullmatch(r"(\d+)gi?b", w))]
     for candidate in ("-".join(words), "-".join(kept)):
