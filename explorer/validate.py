@@ -237,7 +237,7 @@ def gpu_hardware(label: Any) -> Hardware:
     written, with its words joined by hyphens (``GB200 NVL72`` -> the alias ``gb200-nvl72``), and
     without the words of :data:`_GPU_LABEL_NOISE` (``NVIDIA H100 80GB HBM3`` -> ``h100``).  An
     unknown part raises the SpecError of the label as written."""
-    name = re.sub(r"\(.*?\)", "", str(label)).strip().lower()
+    name = re.sub(r"\(.*?\)", "", str(label)).strip(" -_").lower()
     try:
         return load_hardware(name)
     except SpecError as e:
@@ -582,13 +582,13 @@ def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], dict[int, str]
         if isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system":
             prec = str(raw.get("precision", "")).strip()
             if prec and prec.lower() != "not stated":
-                stated.setdefault((str(raw.get("model")), str(raw.get("gpu"))), set()).add(prec.split(" ")[0].upper())
+                stated.setdefault(_model_gpu(raw), set()).add(prec.split(" ")[0].upper())
     out: list[Any] = list(rows)
     filled: dict[int, str] = {}
     for i, raw in enumerate(rows):
         if (isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system"
                 and str(raw.get("precision", "")).strip().lower() == "not stated"):
-            known = stated.get((str(raw.get("model")), str(raw.get("gpu"))), set())
+            known = stated.get(_model_gpu(raw), set())
             if len(known) == 1:
                 out[i] = dict(raw, precision=next(iter(known)))
                 filled[i] = (f"precision not stated: '{out[i]['precision']}' from the file's other rows of the same "
@@ -600,6 +600,20 @@ def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], dict[int, str]
                 filled[i] = (f"precision not stated: '{fmt.upper()}', the narrowest format the same harness "
                              f"({_harness(raw)}) ran this model in on other GPUs that this GPU supports")
     return out, filled
+
+
+def _model_gpu(raw: dict) -> tuple[str, str]:
+    """(model, GPU) of a row as the preset and hardware kind they name (the labels as written where
+    they name none), so that rows spelling one part two ways count as the same."""
+    try:
+        model = get_preset(str(raw.get("model"))).shape.name
+    except ExplorerError:
+        model = str(raw.get("model"))
+    try:
+        gpu = gpu_hardware(raw.get("gpu")).name
+    except ExplorerError:
+        gpu = str(raw.get("gpu"))
+    return model, gpu
 
 
 def _harness(raw: dict) -> str:
@@ -617,9 +631,10 @@ def _harness_format(raw: dict, rows: list[Any]) -> str:
     if not harness:
         return ""
     used: set[str] = set()
+    model = _model_gpu(raw)[0]
     for other in rows:
         if (isinstance(other, dict) and other is not raw and other.get("metric") == "output_tokens_per_s_system"
-                and str(other.get("model")) == str(raw.get("model")) and _harness(other) == harness):
+                and _harness(other) == harness and _model_gpu(other)[0] == model):
             fmt = tensor_format_in(str(other.get("precision", "")))
             if fmt:
                 used.add(fmt)
