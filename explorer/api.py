@@ -188,7 +188,7 @@ def evaluate(
         "overhead": "latency",
         "prefill": "compute",
     }
-    out["hardware"] = hw.name
+    out["hardware"] = hw.label
     out["precision"] = prec.label
     out["runtime"] = rt.name
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")

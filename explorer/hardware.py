@@ -130,6 +130,11 @@ class Hardware:
     usd_per_gpu_hour: float = float("nan")  # USD per GPU-hour: a dated market-price assumption, editable
 
     @property
+    def label(self) -> str:
+        """The kind's name as results print it: ``NAME@FABRIC`` with a cloud fabric (explorer/fabrics.py)."""
+        return f"{self.name}@{self.fabric}" if self.fabric else self.name
+
+    @property
     def family(self) -> str:
         """The architecture family (:data:`FAMILIES`; an unlisted ``arch`` is its own family)."""
         return FAMILIES.get(self.arch, self.arch)
@@ -290,7 +295,8 @@ def list_hardware(directory: Path = HARDWARE_DIR) -> list[Hardware]:
 
 
 def load_hardware(name_or_path: str | Hardware) -> Hardware:
-    """A hardware kind by name or alias (``h200``, ``b200``) or by path to a YAML file."""
+    """A hardware kind by name or alias (``h200``, ``b200``) or by path to a YAML file;
+    ``NAME@FABRIC`` (``h100@aws-efa``) is the kind with that cloud scale-out fabric between nodes."""
     if isinstance(name_or_path, Hardware):
         return name_or_path
     key = str(name_or_path)
@@ -303,6 +309,13 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
         is_file = False
     if is_file:
         hw = _load_file(p)
+        _CACHE[key] = hw
+        return hw
+    if "@" in key:  # KIND@FABRIC: the kind with a cloud scale-out fabric between nodes (explorer/fabrics.py)
+        from explorer.fabrics import get_fabric, with_fabric
+
+        base, _, fabric = key.rpartition("@")
+        hw = with_fabric(load_hardware(base), get_fabric(fabric, "--hardware"))
         _CACHE[key] = hw
         return hw
     found, names = find_named(HARDWARE_DIR, key.lower(), _load_file, _BY_STEM)

@@ -94,7 +94,7 @@ def results_frame(
     cols: dict[str, Any] = {}
     text = dict(text or {})
     cols["model"] = np.broadcast_to(np.asarray(text.get("model", "custom"), dtype=object), (n,))
-    cols["hardware"] = np.array([h.name for h in table.kinds], dtype=object)[np.asarray(design["hw_idx"], dtype=int)]
+    cols["hardware"] = np.array([h.label for h in table.kinds], dtype=object)[np.asarray(design["hw_idx"], dtype=int)]
     cols["precision"] = np.broadcast_to(np.asarray(text.get("precision", ""), dtype=object), (n,))
     cols["runtime"] = np.broadcast_to(np.asarray(text.get("runtime", DEFAULT_RUNTIME), dtype=object), (n,))
     for k in PARAM_COLUMNS[4:]:

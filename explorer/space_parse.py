@@ -100,13 +100,14 @@ def parse_space(data: Any, where: str, text: str = "") -> SearchSpace:
 
     def check_hardware(v: Any, where_: str, key: str) -> str:
         hw = _check_hardware(v, where_, key)
+        name = hw.name + (f"@{hw.fabric}" if hw.fabric else "")  # KIND@FABRIC: a cloud fabric between nodes
         src = str(Path(hw.path).resolve()) if hw.path else hw.name
-        if hw_source.setdefault(hw.name, src) != src:
+        if hw_source.setdefault(name, src) != src:
             raise SpecError(where_, key, f"'{v}' and another entry both define hardware '{hw.name}'; give "
                                          "each kind once (rename the file's 'name:')")
         if hw.path and Path(hw.path).resolve().parent != HARDWARE_DIR.resolve():
-            hw_files[hw.name] = src
-        return hw.name
+            hw_files[name] = src if not hw.fabric else f"{src}@{hw.fabric}"
+        return name
 
     params["hardware"] = _text_param(top, "hardware", check_hardware)
 

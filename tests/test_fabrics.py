@@ -124,3 +124,37 @@ def test_an_unknown_fabric_is_a_one_line_error(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "--fabric: unknown fabric 'nope'; allowed: aws-efa" in r.stderr
+
+
+def test_kind_at_fabric_names_the_kind_with_that_fabric():
+    h = load_hardware("h100@aws-efa")
+    assert (h.name, h.fabric, h.label) == ("h100", "aws-efa", "h100@aws-efa")
+    assert h.scaleout_bw == fabrics()["aws-efa"].scaleout_bw
+    with pytest.raises(SpecError, match="unknown fabric 'nope'"):
+        load_hardware("h100@nope")
+
+
+def test_a_space_puts_a_kind_on_its_own_fabric_and_a_cloud_fabric_on_one_front(tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    space = {"hardware": ["h100", "h100@aws-efa"], "model": "llama-3.1-405b", "workload": {"isl": 1024, "osl": 1024},
+             "deployment": {"precision": "fp8", "tp": [8, 16], "batch": [8, 64]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(space))
+    r = subprocess.run([sys.executable, "-m", "explorer", "sweep", "s.yaml", "--sampler", "grid", "--out", "out",
+                        "--no-report"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = pd.read_csv(tmp_path / "out" / "s.csv").set_index(["hardware", "tp", "batch"])["tokens_per_s_per_user"]
+    assert set(d.index.get_level_values(0)) == {"h100", "h100@aws-efa"}
+    for b in (8, 64):
+        assert d[("h100@aws-efa", 8, b)] == d[("h100", 8, b)]  # one node: the fabric is never crossed
+        assert d[("h100@aws-efa", 16, b)] < d[("h100", 16, b)]  # two nodes: every all-reduce crosses EFA
+    space["hardware"] = ["h100@nope"]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(space))
+    r = subprocess.run([sys.executable, "-m", "explorer", "sweep", "bad.yaml", "--out", "o2", "--no-report"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "bad.yaml: hardware[0]: unknown fabric 'nope'" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "o2").exists()
