@@ -229,6 +229,9 @@ def _parse_row(raw: Any, index: int, where: str) -> Case:
             v.update(_decode_values(raw, hw))
         elif kind in ("allreduce", "allgather", "reducescatter"):
             v.update(_collective_values(raw, kind))
+            if v.pop("noted_size"):
+                case.note = (case.note + "; " if case.note else "") + \
+                    f"message size {v['bytes'] / 2**30:g} GiB from the row's notes (a plateau read off a slide)"
             fabric = _network(raw, v["n"], hw)
             if fabric:
                 v["fabric"] = fabric
@@ -304,14 +307,23 @@ def _decode_values(row: dict, hw: Hardware) -> dict[str, Any]:
             "page_size": page}
 
 
+#: A message size stated only in a row's notes ("matched 480/370 at ~8GiB"): the plateau rows of
+#: slides, read at the size their notes name.
+_NOTED_SIZE = re.compile(r"\bat\s*~?\s*(\d+(?:\.\d+)?)\s*(GiB|GB|MiB|MB)\b", re.I)
+_SIZE_UNIT = {"gib": 2.0**30, "gb": 1e9, "mib": 2.0**20, "mb": 1e6}
+
+
 def _collective_values(row: dict, kind: str) -> dict[str, Any]:
-    S = _num(row, "message_bytes")
+    noted = _NOTED_SIZE.search(str(row.get("notes") or "")) if row.get("message_bytes") is None else None
+    S = float(noted.group(1)) * _SIZE_UNIT[noted.group(2).lower()] if noted else _num(row, "message_bytes")
     n = _num(row, "num_gpus", integer=True)
     if n < 2:
         raise RowError(f"num_gpus must be >= 2 for a collective, got {n:g}")
     algo = str(row.get("algo") or "").lower()
-    ring_only = "ring" in algo and "caption says nvls" not in algo
-    return {"bytes": S, "n": n, "collective": kind, "ring_only": ring_only}
+    # NVLS (in-switch reduction) turned off in the run: 'non-SHARP' in the GPU label or the algorithm
+    no_nvls = "non-sharp" in f"{algo} {str(row.get('gpu') or '').lower()}"
+    ring_only = ("ring" in algo and "caption says nvls" not in algo) or no_nvls
+    return {"bytes": S, "n": n, "collective": kind, "ring_only": ring_only, "noted_size": bool(noted)}
 
 
 def _network(row: dict, n: float, hw: Hardware) -> str:

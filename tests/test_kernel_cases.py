@@ -391,3 +391,15 @@ def test_a_gpu_class_outside_the_table_is_read_as_a_gpu_label():
     assert [c.supported for c in cases] == [True, True, False]
     assert [c.hardware for c in cases[:2]] == ["l40s", "gb300"]
     assert "Gaudi3" in cases[2].reason
+
+
+def test_a_slide_plateau_is_read_at_the_size_its_notes_name():
+    base = {"kind": "allreduce", "gpu_class": "H100", "num_gpus": 8, "message_bytes": None, "metric": "busbw_GB_s",
+            "value": 370, "notes": "large-message plateau read off a vendor slide; author matched 480/370 at ~8GiB."}
+    off, on = parse_kernel_rows([dict(base, id="off", gpu="H100 (NVLink 4, non-SHARP)"),
+                                 dict(base, id="on", gpu="H100 (NVLink 4, NVLS SHARP)")], "t")
+    assert off.supported and on.supported
+    assert off.values["bytes"] == on.values["bytes"] == 8 * 2**30 and "from the row's notes" in off.note
+    assert off.values["ring_only"] and not on.values["ring_only"]  # NVLS off in the non-SHARP run
+    p_off, p_on = predict_kernel_cases([off, on])
+    assert p_on > p_off  # in-switch reduction is faster at 8 GiB
