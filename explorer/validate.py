@@ -357,7 +357,10 @@ def extra_keys_note(raw: dict, allowed: set[str]) -> str:
     returned note ('' when there are none)."""
     extra = sorted(str(k) for k in set(raw) - allowed)
     for k in extra:
-        close = difflib.get_close_matches(k.lower(), sorted(allowed), n=1, cutoff=0.8)
+        # a typo: nearly the same letters and length ('concurency'); a longer name that merely starts
+        # like a known one ('tok_s_gpu_p50') is another field
+        close = [c for c in difflib.get_close_matches(k.lower(), sorted(allowed), n=3, cutoff=0.8)
+                 if abs(len(c) - len(k)) <= 2]
         if close and close[0] not in raw:
             raise ValueError(f"unknown key '{k}' (did you mean '{close[0]}'?)")
     return f"ignored unknown key(s) {extra}" if extra else ""

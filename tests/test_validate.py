@@ -384,3 +384,21 @@ def test_an_unknown_informational_key_is_ignored_and_named(tmp_path):
     f.write_text(yaml.safe_dump({"measurements": [_case(id="a", run_url="https://example.org/run/1")]}))
     c = validate(f)["cases"][0]
     assert c["supported"] and c["predicted"] > 0 and "ignored unknown key(s) ['run_url']" in c["note"]
+
+
+@pytest.mark.parametrize("raw, outcome", [
+    ({"concurency": 4}, "did you mean 'concurrency'"),
+    ({"tok_s_gpu_derivd": 1, "tok_s_gpu": 2}, "did you mean 'tok_s_gpu_derived'"),
+    ({"tok_s_gpu_derived": 1, "tok_s_gpu_p50": 2}, "ignored unknown key(s) ['tok_s_gpu_p50']"),  # another field
+    ({"ttft_ms": 1, "ttft_ms_p99": 3}, "ignored unknown key(s) ['ttft_ms_p99']"),
+    ({"concurrency": 4}, ""),
+])
+def test_extra_keys_typo_or_another_field(raw, outcome):
+    from explorer.validate import extra_keys_note
+
+    allowed = {"tok_s_gpu", "tok_s_gpu_derived", "concurrency", "ttft_ms", "tpot_ms"}
+    if "did you mean" in outcome:
+        with pytest.raises(ValueError, match=outcome.replace("(", r"\(")):
+            extra_keys_note(raw, allowed)
+    else:
+        assert extra_keys_note(raw, allowed) == outcome
