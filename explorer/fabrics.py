@@ -30,6 +30,7 @@ import yaml
 
 from explorer.errors import SpecError, unknown
 from explorer.hardware import Hardware
+from explorer.specio import Section
 from explorer.units import GB_PER_S, US
 
 FABRICS_FILE = "explorer/data/fabrics.yaml"
@@ -55,26 +56,25 @@ class Fabric:
 
 
 def _fabric(entry: Any, i: int) -> Fabric:
-    where = f"{FABRICS_FILE} fabrics[{i}]"
-    if not isinstance(entry, dict):
-        raise SpecError(where, None, "expected a mapping")
-    need = {"name", "match", "scaleout_GB_per_s", "simple_step_us", "ll_step_us", "ll_bw_fraction", "source"}
-    missing = sorted(need - set(entry))
-    if missing:
-        raise SpecError(where, missing[0], "missing")
+    """One entry of the fabrics file, read with the project's spec reader (unknown or missing keys,
+    numbers out of range: one-line errors naming the key)."""
+    sec = Section(entry, FABRICS_FILE, f"fabrics[{i}]")
+    sec.check_keys({"name", "display_name", "match", "scaleout_GB_per_s", "simple_step_us", "ll_step_us",
+                    "ll_bw_fraction", "source", "fit"})
+    match = sec.string("match")
     try:
-        pat = re.compile(str(entry["match"]), re.I)
+        pat = re.compile(match, re.I)
     except re.error as e:
-        raise SpecError(where, "match", f"not a regular expression: {e}") from None
-    def num(k: str) -> float:
-        v = entry[k]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            raise SpecError(where, k, f"must be a number > 0, got {v!r}")
-        return float(v)
-    return Fabric(name=str(entry["name"]), display_name=str(entry.get("display_name", entry["name"])), match=pat,
+        raise SpecError(FABRICS_FILE, sec.key("match"), f"not a regular expression: {e}") from None
+
+    def num(k: str, max_value: float | None = None) -> float:
+        return float(sec.number(k, min_value=0, min_exclusive=True, max_value=max_value))
+
+    name = sec.string("name")
+    return Fabric(name=name, display_name=sec.string("display_name", name), match=pat,
                   scaleout_bw=num("scaleout_GB_per_s") * GB_PER_S, simple_step_s=num("simple_step_us") * US,
-                  ll_step_s=num("ll_step_us") * US, ll_bw_fraction=min(num("ll_bw_fraction"), 1.0),
-                  source=str(entry["source"]), raw=dict(entry))
+                  ll_step_s=num("ll_step_us") * US, ll_bw_fraction=num("ll_bw_fraction", 1.0),
+                  source=sec.string("source"), raw=dict(entry))
 
 
 @cache

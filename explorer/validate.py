@@ -580,24 +580,25 @@ def _fill_unstated_precision(rows: list[Any]) -> tuple[list[Any], dict[int, str]
     Else the narrowest format the same harness ran the same model in that the GPU supports
     (:func:`_harness_format`).  Returns the rows (copies where filled) and, per filled index, the
     note its case carries."""
+    system = [isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system" for raw in rows]
+    keys = [_model_gpu(raw) if sys_row else ("", "") for raw, sys_row in zip(rows, system, strict=True)]
     stated: dict[tuple[str, str], set[str]] = {}
-    for raw in rows:
-        if isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system":
+    for raw, sys_row, key in zip(rows, system, keys, strict=True):
+        if sys_row:
             prec = str(raw.get("precision", "")).strip()
             if prec and prec.lower() != "not stated":
-                stated.setdefault(_model_gpu(raw), set()).add(prec.split(" ")[0].upper())
+                stated.setdefault(key, set()).add(prec.split(" ")[0].upper())
     out: list[Any] = list(rows)
     filled: dict[int, str] = {}
     for i, raw in enumerate(rows):
-        if (isinstance(raw, dict) and raw.get("metric") == "output_tokens_per_s_system"
-                and str(raw.get("precision", "")).strip().lower() == "not stated"):
-            known = stated.get(_model_gpu(raw), set())
+        if system[i] and str(raw.get("precision", "")).strip().lower() == "not stated":
+            known = stated.get(keys[i], set())
             if len(known) == 1:
                 out[i] = dict(raw, precision=next(iter(known)))
                 filled[i] = (f"precision not stated: '{out[i]['precision']}' from the file's other rows of the same "
                              "model and GPU")
                 continue
-            fmt = _harness_format(raw, rows)
+            fmt = _harness_format(i, rows, system, keys)
             if fmt:
                 out[i] = dict(raw, precision=fmt.upper())
                 filled[i] = (f"precision not stated: '{fmt.upper()}', the narrowest format the same harness "
@@ -625,19 +626,19 @@ def _harness(raw: dict) -> str:
     return m.group(1).lower() if m else ""
 
 
-def _harness_format(raw: dict, rows: list[Any]) -> str:
-    """For an MLPerf row whose precision is not stated and whose model and GPU no other row has: the
-    narrowest tensor format that the same harness ran the same model in on other GPUs *and* this
+def _harness_format(i: int, rows: list[Any], system: list[bool], keys: list[tuple[str, str]]) -> str:
+    """For MLPerf row ``i``, whose precision is not stated and whose model and GPU no other row has:
+    the narrowest tensor format that the same harness ran the same model in on other GPUs *and* this
     GPU's tensor cores support (NVIDIA's TensorRT harness ran Llama-2-70B in FP8 on Hopper and FP4
-    on Blackwell: a harness quantizes as far as the GPU allows -- an assumption), or ''."""
+    on Blackwell: a harness quantizes as far as the GPU allows -- an assumption), or ''.  ``system``
+    and ``keys``: per row, whether it is a system row and its (model, GPU) of :func:`_model_gpu`."""
+    raw = rows[i]
     harness = _harness(raw)
     if not harness:
         return ""
     used: set[str] = set()
-    model = _model_gpu(raw)[0]
-    for other in rows:
-        if (isinstance(other, dict) and other is not raw and other.get("metric") == "output_tokens_per_s_system"
-                and _harness(other) == harness and _model_gpu(other)[0] == model):
+    for j, other in enumerate(rows):
+        if j != i and system[j] and keys[j][0] == keys[i][0] and _harness(other) == harness:
             fmt = tensor_format_in(str(other.get("precision", "")))
             if fmt:
                 used.add(fmt)
