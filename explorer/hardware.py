@@ -54,10 +54,12 @@ KERNEL_FLAGS: dict[str, str] = {"scaleup_mesh": "scaleup_mesh"}
 #: workstation parts -- Ada (sm_89) and Blackwell GB202 (sm_120) -- share mma.sync tensor cores, GDDR
 #: and no NVLink; sm_120 runs none of B200's sm_100 (tcgen05/TMEM) kernels, so it is not "blackwell".
 FAMILIES = {"hopper": "hopper", "blackwell": "blackwell", "blackwell-ultra": "blackwell", "cdna3": "cdna",
-            "cdna4": "cdna", "ampere": "ampere", "ada": "workstation", "blackwell-sm120": "workstation"}
+            "cdna4": "cdna", "ampere": "ampere", "ada": "workstation", "blackwell-sm120": "workstation",
+            "gaudi2": "gaudi", "gaudi3": "gaudi"}
 #: the software stack a family's kernels come from (CUDA libraries or ROCm's): a serving runtime's
 #: fitted residuals (its kernels, its host loop) carry over inside a vendor before across vendors
-VENDORS = {"hopper": "nvidia", "blackwell": "nvidia", "ampere": "nvidia", "workstation": "nvidia", "cdna": "amd"}
+VENDORS = {"hopper": "nvidia", "blackwell": "nvidia", "ampere": "nvidia", "workstation": "nvidia", "cdna": "amd",
+           "gaudi": "intel"}
 
 
 @dataclass(frozen=True)

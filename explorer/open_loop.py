@@ -46,7 +46,6 @@ normal quantile understates p99 there; the events oracle measures how much).
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import poisson
 
 #: standard normal quantiles of the reported percentiles
 PERCENTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -172,6 +171,11 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     # a prefill step takes every waiting prompt, so the ones that arrive while it waits for the step
     # in flight to end join its batch and delay its first token
     mu_own = np.maximum(op["request_rate"] * T, 0.0)
+    # imported here, not at module level: scipy.stats takes ~0.45 s to import, which every
+    # `explorer evaluate` paid before its first closed-loop point (percentiles are asked for by
+    # open-loop rows and validation, not by a plain closed-loop evaluation)
+    from scipy.stats import poisson
+
     out: dict[str, np.ndarray] = {}
     for name, p in PERCENTILES.items():
         resid = busy * np.maximum(tail_quantile(theta, C, p) + mean_resid, residual_quantile(p, w, T, Tc))

@@ -16,16 +16,18 @@ report, validation).  Column names are the contract:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from explorer.cost import add_cost
 from explorer.hardware import HardwareTable
 from explorer.model import SHAPE_COLUMNS
 from explorer.runtime import DEFAULT_RUNTIME
 from explorer.simulate import REASONS
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: api.evaluate needs only reasons_vector
+    import pandas as pd
 
 PARAM_COLUMNS = ("model", "hardware", "precision", "runtime") + SHAPE_COLUMNS + ("isl", "osl", "batch", "tp", "pp", "ep", "dp")
 OBJECTIVES = {"tokens_per_s_per_gpu": "maximize", "tokens_per_s_per_user": "maximize"}
@@ -104,6 +106,8 @@ def results_frame(
             continue
         cols[k] = np.asarray(v).astype(np.int64) if k in _INT_COLUMNS else np.asarray(v)
     cols["reason"] = reasons_vector(design, res, {"precision": cols["precision"], "hardware": cols["hardware"]})
+    import pandas as pd
+
     df = pd.DataFrame(cols)
     df["feasible"] = df["feasible"].astype(bool)
     return df

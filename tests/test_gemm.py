@@ -269,3 +269,18 @@ def test_staircase_tile_count_past_a_multiple_of_the_sm_count(h100):
 def _wave_cost(M: int, N: int, h) -> int:
     """min over tiles of waves*Tm*Tn (output elements computed per SM): DESIGN's tile + wave model."""
     return min(math.ceil(math.ceil(M / tm) * math.ceil(N / tn) / h.sms) * tm * tn for tm, tn in h.gemm_tiles)
+
+
+def test_known_answer_gaudi2_matrix_engines_as_the_wave_unit():
+    """Intel Gaudi 2 (hardware/gaudi2.yaml): its 2 MMEs are the units output tiles spread over, one
+    256x256 block a tile.  M=N=768, K=4096, BF16 at 432 TFLOPS, eta 1:
+    tiles = 3*3 = 9, waves = ceil(9/2) = 5 (the last wave runs on one engine: wave efficiency 9/10);
+    compute = 5*2*2*256*256*4096 / 432e12 = 5,368,709,120 / 432e12 = 12.4275674 us, against the
+    useful 2*768*768*4096/432e12 = 11.1848107 us."""
+    h = load_hardware("gaudi2")
+    assert h.sms == 2 and h.gemm_tiles == ((256, 256),) and h.family == "gaudi" and h.vendor == "intel"
+    g = run_gemm(768, 768, 4096, peak=h.peak_flops["bf16"], bw=h.hbm_bw, sms=h.sms, tiles=h.gemm_tiles)
+    assert one(g.tiles) == 9 and one(g.waves) == 5
+    assert one(g.wave_eff) == pytest.approx(0.9, rel=1e-12)
+    assert one(g.compute_s) == pytest.approx(5 * 2 * 2 * 256 * 256 * 4096 / 432e12, rel=1e-12)
+    assert one(g.compute_s) == pytest.approx(12.4275674e-6, rel=1e-8)

@@ -325,7 +325,7 @@ def test_holdout_by_config_leaves_every_curve_of_a_model_and_runtime_out_togethe
     ("H200", "h200"), ("GB300 NVL72", "gb300"), ("NVIDIA H100 80GB HBM3", "h100"), ("A100 SXM4 80GB", "a100-80gb"),
     ("AMD Instinct MI300X", "mi300x"), ("RTX PRO 6000 Blackwell", "rtx-pro-6000"), ("H200 NVL", "h200-nvl"),
     ("B200 (AWS p6-b200)", "b200"), ("L40S 48GB", "l40s"), ("H200-SXM-141GB", "h200"), ("A100-SXM4-80GB", "a100-80gb"),
-    ("H20", "h20"),
+    ("H20", "h20"), ("Gaudi2", "gaudi2"), ("HLS-Gaudi2-PT", "gaudi2"), ("Intel Gaudi 2", "gaudi2"),
 ])
 def test_gpu_labels_as_runs_write_them(label, kind):
     from explorer.validate import gpu_hardware
@@ -333,9 +333,9 @@ def test_gpu_labels_as_runs_write_them(label, kind):
     assert gpu_hardware(label).name == kind
 
 
-@pytest.mark.parametrize("label", ["H100 PCIe", "A100 40GB", "Gaudi2", "H20-3e 141GB", "A100-SXM4-40GB", "H100-PCIe-80GB"])
+@pytest.mark.parametrize("label", ["H100 PCIe", "A100 40GB", "Gaudi3", "H20-3e 141GB", "A100-SXM4-40GB", "H100-PCIe-80GB"])
 def test_gpu_labels_of_parts_without_a_file_stay_unknown(label):
-    """Another part (PCIe board, 40 GB A100) is not mapped to a file of a different one."""
+    """Another part (PCIe board, 40 GB A100, the next Gaudi) is not mapped to a file of a different one."""
     from explorer.validate import gpu_hardware
 
     with pytest.raises(SpecError):
