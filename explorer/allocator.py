@@ -1,8 +1,8 @@
 """Keep freed heap memory in the process, so that the simulator's array temporaries do not pay a page
 fault per 4 KiB every time they are allocated (glibc only; a no-op elsewhere).
 
-Why: a chunk of :data:`explorer.simulate.CHUNK_ROWS` rows makes float64 temporaries of 400 KB and
-stacked GEMM planes of ~30 MB.  glibc serves blocks above its mmap threshold (128 KiB at start,
+Why: a chunk of :data:`explorer.simulate.CHUNK_ROWS` rows makes float64 temporaries of 100-400 KB
+(12,500 rows since 2026-12-02, 50,000 when this was measured) and stacked GEMM planes of 8-30 MB.  glibc serves blocks above its mmap threshold (128 KiB at start,
 raised dynamically) with fresh ``mmap`` pages and returns heap tops above its trim threshold to the
 kernel on ``free``; every later allocation of that size then touches new pages.  Measured on the
 2-core machine (2026-12-01, 200,000-row tables, best of 3, the code before and after in alternating processes on

@@ -944,8 +944,12 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
 
 #: Rows scored per call inside :func:`simulate`; larger tables are split (measured on the 2-core
 #: machine: one 10^6-row call took 15 s, 20 chunks of 50,000 rows 4 s -- the (GEMMs x rows) temporaries
-#: otherwise spill out of cache).
-CHUNK_ROWS = 50_000
+#: otherwise spill out of cache).  12,500 since 2026-12-02: the sweep-like table of
+#: benchmarks/bench_simulator.py (200,000 rows, best of 3, one process) ran 356,000 / 370,000 /
+#: 398,000 / 380,000 / 330,000 points/s at 50,000 / 25,000 / 12,500 / 6,250 / 3,125 rows a chunk --
+#: 100 KB float64 temporaries stay in the core's L2, below that the per-call Python work dominates.
+#: Rows are independent: results are identical whatever the chunk (tests/test_speed_paths.py).
+CHUNK_ROWS = 12_500
 
 
 def _chunked(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, n: int):

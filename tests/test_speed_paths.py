@@ -92,3 +92,16 @@ def test_allocator_tuning_is_applied_once_and_can_be_refused():
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "EXPLORER_MALLOPT": "0"}).stdout.split()
     assert off == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_chunking_changes_nothing(designs, name, gemm_path, monkeypatch):
+    """Large tables run in chunks of ``CHUNK_ROWS`` rows (explorer/simulate.py): every row is scored on
+    its own, so any chunk size gives the same figures, bit for bit (chunks of 257 rows against one call)."""
+    import explorer.simulate as sim
+
+    design, table = designs[name]
+    monkeypatch.setattr(sim, "CHUNK_ROWS", 10**9)
+    whole = simulate(design, table)
+    monkeypatch.setattr(sim, "CHUNK_ROWS", 257)
+    _same(simulate(design, table), whole)
