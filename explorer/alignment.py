@@ -122,7 +122,7 @@ def alignment_table(df: pd.DataFrame) -> pd.DataFrame:
     g = np.where(f["gated"] > 0, 2.0, 1.0)
     E, k, Fe = f["experts"], f["experts_per_token"], f["expert_ffn"]
     mla = f["kv_lora_rank"] > 0
-    # tokens per GEMM call, as simulate._step
+    # tokens per GEMM call, as explorer.engine.layer_step.step_times
     m_a = B / (p * dp)
     n_pre = m_a / osl
     M_step = m_a + n_pre * isl

@@ -104,7 +104,7 @@ class Runtime:
     host_overlap: bool = False
     #: the two tensor-parallel all-reduces of a layer also do the residual add + RMSNorm after them
     #: (one fused kernel each instead of all-reduce + norm): two kernels fewer per layer where
-    #: ``tp > 1`` and no attention data parallelism (explorer/simulate.py ``_step``)
+    #: ``tp > 1`` and no attention data parallelism (explorer/engine/layer_step.py ``step_times``)
     fuse_allreduce_norm: bool = False
     #: tensor-parallel all-reduces inside one scale-up domain run the runtime's own peer-to-peer
     #: kernels (one-shot / two-shot) where they beat NCCL's algorithms (explorer/costs/comm.py

@@ -19,7 +19,7 @@ so with per-position acceptance probabilities ``a_1..a_K`` a step yields on aver
     E = 1 + sum_{i=1..K} prod_{j<=i} a_j        tokens per sequence   (the bonus token included)
 
 and ``TPOT = (T_verify + T_draft) / E``; tokens/s/user and tokens/s/GPU follow from that TPOT
-(explorer/simulate.py passes the per-token step time to the closed loop).  ``E`` is what papers and
+(explorer/engine/engine_step.py passes the per-token step time to the closed loop).  ``E`` is what papers and
 blogs call the *acceptance length* (TensorRT-LLM's blog1 "acceptance rate" 2.82 for MTP 3); given
 only a length, :func:`uniform_acceptance` finds the one per-position probability that produces it.
 
@@ -285,7 +285,7 @@ def projection_bytes_per_gpu(hidden: np.ndarray, tp: np.ndarray) -> np.ndarray:
 
 def draft_weight_bytes(d: Any, kind: np.ndarray, mtp_modules: np.ndarray, k: np.ndarray, embed_bytes: float) -> np.ndarray:
     """Draft weights per GPU (only where ``k > 0``).  ``d`` is the simulator's per-GPU view of the
-    draft (explorer.simulate._Shape over :func:`draft_design`): its ``counts``, ``t``, ``dp``, ``b_w``.
+    draft (explorer.engine.shape_columns.ShapeColumns over :func:`draft_design`): its ``counts``, ``t``, ``dp``, ``b_w``.
     MTP: ``mtp_modules`` x (one layer, experts sharded like the model's, + the bf16 projection),
     embedding and head shared; a draft model: all its weights, embeddings in ``embed_bytes``."""
     cnt = d.counts

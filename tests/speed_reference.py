@@ -5,7 +5,7 @@ frozen copies in tests/data/reference_specs, so recalibrating the shipped files 
 speed-ups of issue 12 item 1, so every later code path must reproduce it.  Regenerated on purpose
 (numpy path, ``EXPLORER_NUMBA=0 EXPLORER_REUSE=0``) when formulas changed: 2026-12-01, a prompt
 longer than the step budget pays its partial last chunk, not a full one, and its long-prompt chunk
-steps enter the TTFT percentiles (explorer/simulate.py ``own_steps``, explorer/open_loop.py
+steps enter the TTFT percentiles (explorer/engine/engine_step.py ``own_steps``, explorer/open_loop.py
 ``isl_per_budget``, the busy-period factor of the TPOT spread); the speed-ups of that day (GEMM reuse between passes) were checked against the
 previous reference first.  Regenerated on purpose 2026-12-02: a runtime on a kind without its own fit
 takes its fits on the kind's family, else vendor (explorer/runtime.py ``Runtime.fit_for``; before,

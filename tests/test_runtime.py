@@ -116,7 +116,7 @@ def test_space_runtime_list_competes_on_one_front(tmp_path):
 
 
 def test_front_end_beside_the_engine_shows_only_where_it_is_longer():
-    """Known answer (explorer/simulate.py _engine): the engine's step is device + its own host work
+    """Known answer (explorer/engine/engine_step.py engine_steps): the engine's step is device + its own host work
     (step_s + per_seq_s * b); the serving front end's work (serve_step_s + serve_seq_s * b) adds to
     it, or with host_overlap (trtllm-serve) the step lasts max(engine step, front end).  Device time
     from a step without front end minus its host figure."""
@@ -170,7 +170,7 @@ def test_front_end_is_off_unless_asked():
 
 @pytest.mark.parametrize("tp, dp, fused_kernels", [(4, 1, 2.0), (1, 1, 0.0), (1, 4, 0.0)])
 def test_allreduce_norm_fusion_saves_two_launches_per_layer(tp, dp, fused_kernels):
-    """Known answer (explorer/simulate.py _step): a runtime that fuses residual add + RMSNorm into
+    """Known answer (explorer/engine/layer_step.py step_times): a runtime that fuses residual add + RMSNorm into
     its tensor-parallel all-reduces (TensorRT-LLM) launches two kernels fewer per layer where there
     are all-reduces (tp > 1) and no attention data parallelism; nothing else in the step moves.  A
     32-layer model on one stage: the decode step is 32 * 2 * kernel_launch_s shorter at tp 4, the
@@ -223,7 +223,7 @@ def test_custom_allreduce_by_hand():
 
 @pytest.mark.parametrize("hardware, tp, custom", [("h200", 8, True), ("h200", 2, True), ("l40s", 4, False)])
 def test_custom_allreduce_in_the_served_step(hardware, tp, custom):
-    """Known answer (explorer/simulate.py _step): a runtime with its own peer-to-peer all-reduce
+    """Known answer (explorer/engine/layer_step.py step_times): a runtime with its own peer-to-peer all-reduce
     (``collectives.custom_allreduce``) pays, for each of a layer's two tensor-parallel all-reduces
     of m = M*H*2 bytes, the faster of NCCL's algorithms and the custom kernel; nothing else in the
     step moves.  Llama-3.1-8B (32 layers, H = 4096) at decode batches 4 and 16 (captured graph sizes,

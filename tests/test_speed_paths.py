@@ -1,5 +1,5 @@
 """The simulator's speed-ups change no figure, bit for bit: GEMM costs carried between the
-closed-loop passes (``EXPLORER_REUSE``, explorer/simulate.py ``_HW.run_gemms``) against recomputing
+closed-loop passes (``EXPLORER_REUSE``, explorer/engine/hardware_columns.py ``HardwareColumns.run_gemms``) against recomputing
 every GEMM, on the numpy reference path and the compiled one; and the memo's partial recomputation
 against a fresh call, field by field."""
 
@@ -48,7 +48,7 @@ def test_memo_recomputes_exactly_the_moved_gemms(designs, gemm_path):
     design, table = designs["random"]
     one = {k: v for k, v in design.items()}
     idx = np.asarray(one["hw_idx"])
-    keep = idx == idx[0]  # one hardware kind per _HW
+    keep = idx == idx[0]  # one hardware kind per HardwareColumns
     one = {k: (np.asarray(v)[keep] if np.ndim(v) else v) for k, v in one.items()}
     env = _prepare(one, table)
     s, hw = env["s"], env["hw"]

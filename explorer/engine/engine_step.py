@@ -1,0 +1,148 @@
+"""One engine's step times under a decode batch and a prompt arrival rate: the pure decode step, the
+engine time one prompt costs (its chunks mixed into decode steps or as their own steps), the
+time to first token without queueing, the host and serving front end's share, speculative
+drafting -- the inputs of the closed- and open-loop load models (explorer/closed_loop.py,
+explorer/open_loop.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer import batch_wait, speculative
+from explorer.costs.comm import p2p_s
+from explorer.engine.hardware_columns import HardwareColumns
+from explorer.engine.layer_step import cost_steps, graph_padded, plan_step, stage_total
+from explorer.engine.shape_columns import ShapeColumns
+
+
+def dp_straggler_factor(dp: np.ndarray, f_chunk: np.ndarray) -> np.ndarray:
+    """How much more engine time a prompt costs when ``dp`` attention data-parallel ranks step
+    together (their MoE layers synchronise every step) and each rank's steps carry a prompt chunk
+    with probability ``f_chunk``: a step is as slow as its slowest rank, so it carries a chunk's
+    cost with probability ``1 - (1 - f)^dp`` instead of ``f``.  Returns that ratio (``dp`` for rare
+    chunks, 1 when every step carries one, 1 without attention DP).  Assumes independent ranks
+    (TensorRT-LLM's attention-DP balancing, which waits to align context steps, would lower it)."""
+    f = np.clip(np.asarray(f_chunk, dtype=np.float64), 1e-9, 1.0)
+    dp = np.maximum(np.asarray(dp, dtype=np.float64), 1.0)
+    return np.where(dp > 1, (1.0 - np.power(1.0 - f, dp)) / f, 1.0)
+
+
+def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.ndarray, link_pp: tuple[np.ndarray, np.ndarray],
+            f_chunk: np.ndarray | None = None, site: str | None = "engine"):
+    """Step times of one engine (attention group) whose decode steps run ``b`` sequences (per
+    micro-batch) and that receives ``n_pf`` new prompts per step.
+
+    Returns the pure decode step ``T_dec``, the per-request prefill cost ``tau`` (seconds of engine
+    time one prompt adds, spread over the decode steps), the time to first token without queueing,
+    the decode step's components and GEMM figures.  Prompts of ``ISL`` tokens go in chunks of
+    ``Q = min(n_pf*ISL, budget)`` tokens, ``n_pf = max(1, X*TPOT)`` prompts arriving per step
+    (closed loop: requests arrive at the rate ``X`` they finish).
+
+    ``site`` names the GEMM call site (see :meth:`HardwareColumns.run_gemms`): calls of one site reuse the GEMM
+    costs of the previous one where their inputs are equal (the closed-loop passes), and the GEMM
+    figures in the result are valid until the site's next call.
+    """
+    p = s.p
+    bw_p, lat_p = link_pp
+    q = None if s.spec_k is None else 1.0 + s.spec_k  # tokens per sequence through the verify step
+    spec = q is not None  # speculative decoding (explorer/speculative.py)
+    if spec:  # the caller counts prompts and chunk shares per output token; a step yields E of them
+        n_pf = np.maximum(1.0, n_pf * s.spec_tokens)
+        f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
+    arrivals = n_pf  # prompts arriving per step, before the one-prompt floor of a chunk
+    b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
+    b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
+    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
+    n_pf = np.maximum(n_pf, 1.0)  # at least one prompt's tokens per prefill-carrying step
+    Q = np.minimum(n_pf * s.isl, budget)  # prompt tokens per prefill-carrying step
+    zero = 0.0 * b
+    plans = [plan_step(s, hw, b_tok, zero, s.isl, s.dp, m_attn=b, q_attn=q),
+             plan_step(s, hw, np.where(s.rt_mixed, b_tok, 0.0), Q / s.isl, s.isl,
+                   np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0), q_attn=q)]
+    dec, pre = cost_steps(s, hw, plans, site=site)
+    parts_dec, stage_dec = stage_total(s, dec, hw)
+    parts_pre, stage_pre = stage_total(s, pre, hw)
+    if s.draft is not None:  # K draft passes per step (mixed steps draft for their decoders too)
+        draft = draft_parts(s, hw, b_pad, b, site)
+        parts_dec = {k: v + draft[k] for k, v in parts_dec.items()}
+        parts_pre = {k: v + np.where(s.rt_mixed, draft[k], 0.0) for k, v in parts_pre.items()}
+        stage_dec, stage_pre = sum(parts_dec.values()), sum(parts_pre.values())
+    # the engine loop's host work (one scheduler per attention group serves p micro-batches) is in the
+    # step; the serving front end's (HTTP server, detokenising and streaming every running sequence)
+    # adds to it, or -- where it runs beside the engine loop (host_overlap) -- shows only where it is
+    # the longer of the two: the engine then waits for it
+    host = s.rt_step + s.rt_per_seq * b * p
+    p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
+    T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
+    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
+    host_dec = host
+    if (s.rt_serve_step > 0).any() or (s.rt_serve_seq > 0).any():  # off unless asked for (front_end)
+        serve = s.rt_serve_step + s.rt_serve_seq * b * p
+        wait_dec, wait_pre = (np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (T_dec, T_pre_step))
+        T_dec, T_pre_step, host_dec = T_dec + wait_dec, T_pre_step + wait_pre, host + wait_dec
+    # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
+    tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
+    if f_chunk is not None and (s.dp > 1).any():
+        # attention-DP ranks wait for the one with a chunk: the rank's own work (attention, dense
+        # GEMMs, its collectives) is paid at the straggler rate; the expert GEMMs are shared by all
+        # ranks -- the mixed step above already runs dp ranks' chunks through them -- so their
+        # extra time is counted once, not dp times when chunks are rare
+        moe_extra = p * np.maximum(np.where(s.rt_mixed, parts_pre["moe"] - parts_dec["moe"], parts_pre["moe"]), 0.0)
+        moe_extra = np.minimum(moe_extra * s.isl / Q, tau)
+        tau = (tau - moe_extra) * dp_straggler_factor(s.dp, f_chunk) + moe_extra
+    chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
+    # TTFT without queueing: the step in flight when the request arrives (half a step on average),
+    # then the steps that carry its prompt, then the runtime's per-request work
+    busy = np.clip(b - 1.0, 0.0, 1.0)  # a step of the other requests is in flight (none when alone)
+    # the prompt's own steps: mixed, every chunk but the last fills the budget and the last carries the
+    # remainder -- each step is a decode step plus its chunk's share of the prompt work (a 9.4k-token
+    # prompt in 8k chunks costs one full and one 1.4k-token step, not two full ones); separate
+    # prefill steps are costed whole (a partial chunk's fixed cost is not separated out: assumption)
+    own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
+                         chunk_steps * T_pre_step)
+    ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
+    if (s.bw_iters > 0).any():  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
+        # the held decode steps, then the batch's other prompts in the prompt's own step
+        wait_steps, mates = batch_wait.hold(s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
+        ttft_service = ttft_service + T_dec * wait_steps + np.maximum(1.0 + mates - n_pf, 0.0) * tau
+    # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
+    rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
+    if s.disagg.any():  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
+        tau = np.where(s.disagg, 0.0, tau)
+        ttft_service = np.where(s.disagg, s.ttft_extra + 0.5 * busy * T_dec + s.rt_request, ttft_service)
+        rate_max = np.where(s.disagg, np.inf, rate_max)
+    out = {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host_dec,
+            "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
+            "prompt_s": T_pre_step * s.isl / Q, "T_pre_step": T_pre_step,
+            # one prompt's share of the prefill server when chunks fill the whole token budget
+            # (mixed: a step carries every waiting prompt up to the budget; separate: as tau)
+            "prompt_service_s": np.where(s.rt_mixed, tau + T_dec * np.minimum(s.isl / budget, 1.0), tau),
+            "isl_per_budget": np.where(s.rt_mixed, s.isl / budget, 0.0),  # a prompt's chunks (mixed steps)
+            "p2p": (p - 1.0) * p2p(b_tok), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
+    if spec:  # per output token: each step yields E tokens per sequence (TTFT, tau, rates stay per step)
+        E = s.spec_tokens
+        out.update({k: out[k] / E for k in ("T_dec", "T_full", "T_pre_step", "host", "p2p")})
+        out["parts"] = {k: v / E for k, v in parts_dec.items()}
+    return out
+
+
+def draft_parts(s: ShapeColumns, hw: HardwareColumns, b_pad: np.ndarray, b: np.ndarray, site: str | None = None) -> dict[str, np.ndarray]:
+    """Per-GPU component times of one step's ``K`` draft passes over ``b`` sequences (``b_pad``
+    through the GEMMs), on the last stage (explorer/speculative.py): each pass is a decode step of
+    the draft -- one MTP layer + the shared LM head, or the draft model's layers + its head -- and,
+    for MTP, the bf16 projection ``eh_proj`` (2H -> H, row-parallel: one all-reduce) and its norms.
+    ``site``: the engine's GEMM call site (:func:`engine_steps`), None for no reuse."""
+    d = s.draft
+    assert d is not None and s.spec_k is not None
+    step = cost_steps(d, hw, [plan_step(d, hw, b_pad, 0.0 * b, d.isl, d.dp, m_attn=b)],
+                  site=None if site is None else site + "/draft")[0]
+    parts, _ = stage_total(d, step, hw)
+    mtp = s.spec_kind == speculative.DRAFT_MTP
+    proj = hw.run_gemms([(np.where(mtp, b_pad, 0.0), s.H, 2.0 * s.H / s.t, s.b_a, speculative.PROJECTION_BYTES,
+                          s.b_a, 1.0, hw.bf16_peak, False)],
+                        site=None if site is None else site + "/mtp_proj")[0]
+    parts["gemm"] = parts["gemm"] + np.where(mtp, proj.time_s, 0.0)
+    parts["comm"] = parts["comm"] + np.where(mtp, step[2]["t_ar"], 0.0)
+    parts["overhead"] = parts["overhead"] + np.where(mtp, (1.0 + speculative.MTP_NORM_KERNELS) * hw.launch, 0.0)
+    return {k: s.spec_k * v for k, v in parts.items()}
+

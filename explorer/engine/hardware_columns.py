@@ -1,0 +1,175 @@
+"""Hardware columns gathered per design point (one kind per call) and the GEMM runner that costs a
+step's GEMMs in one stacked call -- the compiled kernel or numpy's :func:`explorer.costs.gemm.gemm_cost`
+-- carrying costs between the closed-loop passes where their inputs did not move."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from explorer.costs.gemm import GemmCost, gemm_cost, gemm_cost_stacked, use_fast_path
+from explorer.engine.constants import EMBED_BYTES, MOE_SMALL_TILE_M
+from explorer.hardware import HardwareTable
+from explorer.precision import TENSOR_FORMATS
+
+
+def reuse_enabled() -> bool:
+    """Whether repeated sub-problems are costed once (``EXPLORER_REUSE`` not ``0``): GEMM costs carried
+    between the closed-loop passes.  Results are the same either way (tests/test_speed_paths.py)."""
+    import os
+
+    return os.environ.get("EXPLORER_REUSE", "1") != "0"
+
+
+def format_support_masks(kinds: Sequence) -> np.ndarray:
+    """Per hardware kind, the bit mask (bit i = ``TENSOR_FORMATS[i]``) of the tensor formats it runs."""
+    return np.array([sum(1 << i for i, f in enumerate(TENSOR_FORMATS) if h.supports(f)) for h in kinds],
+                    dtype=np.int64)
+
+
+
+class HardwareColumns:
+    """Hardware columns gathered per design point."""
+
+    def __init__(self, table: HardwareTable, idx: np.ndarray, compute_fmt: np.ndarray, act_fmt_cap: np.ndarray):
+        kinds = table.kinds
+        def g(attr: str) -> np.ndarray:
+            return table.column(attr)[idx]
+        self.hbm_bw = g("hbm_bw")
+        self.hbm_bytes = g("hbm_bytes")
+        self.sms = g("sms")
+        self.max_split_k = g("max_split_k")
+        self.usable = g("usable_fraction")
+        self.reserved = g("reserved_bytes")
+        self.up_bw, self.up_lat = g("scaleup_bw"), g("scaleup_latency_s")
+        self.out_bw, self.out_lat = g("scaleout_bw"), g("scaleout_latency_s")
+        self.domain = g("scaleup_domain")
+        self.launch = g("kernel_launch_s")
+        self.step_overhead = g("step_overhead_s")
+        self.eta_c, self.eta_m, self.eta_n = g("eta_compute"), g("eta_memory"), g("eta_network")
+        self.eta_moe = g("eta_moe")
+        self.eta_dequant = g("eta_dequant")
+        self.moe_group = g("moe_group_s")
+        self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
+        self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
+        self.one_kind = bool(len(idx)) and bool((idx == idx[0]).all())  # one tile list: the compiled GEMMs
+        self.per_seq = g("per_sequence_s")
+        peaks = table.peak_matrix()  # [kinds, formats]
+        self.peak = peaks[idx, compute_fmt.astype(np.int64)]
+        self.peak_attn = peaks[idx, act_fmt_cap.astype(np.int64)]
+        self.bf16_peak = np.nanmax(peaks[:, :2], axis=1)[idx]
+        n_t = max(len(h.gemm_tiles) for h in kinds)
+        tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
+        tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
+        self.tiles_m, self.tiles_n = tm[idx], tn[idx]
+        # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
+        small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
+        self.moe_tiles_m = np.concatenate([tm, small], axis=1)[idx]
+        self.moe_tiles_n = np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1)[idx]
+        self.support_mask = format_support_masks(kinds)[idx]
+        #: (call site, grouped) -> inputs and cost planes of the last run_gemms call from there
+        self.memo: dict[tuple, dict] = {}
+
+    def run_gemms(self, requests: list[tuple], site: str | None = None) -> list[GemmCost]:
+        """Cost many GEMMs in one vectorized call: each request is
+        ``(M, N, K, b_a, b_w, b_out, groups, peak or None, moe)`` over the design points; they are
+        stacked on a leading axis (requests whose rows are all empty are skipped and cost zero).
+
+        ``site`` names the call site (e.g. the engine's step plans): a later call from the same site
+        reuses, element by element, the costs of the previous call's GEMM at the same stacked
+        position and point whose inputs are all equal (the closed-loop passes re-cost GEMMs whose
+        padded batch did not move).  A GEMM's cost is a function of those inputs and this object's
+        hardware columns only, so the reused figures are the ones a recomputation gives
+        (``EXPLORER_REUSE=0`` turns it off).  The costs a call from a site returns are updated in
+        place by that site's next call: use them before it (or call with ``site=None``)."""
+        n = len(self.sms)
+        out: list[GemmCost | None] = [None] * len(requests)
+        live = [i for i, r in enumerate(requests)
+                if ((np.asarray(r[0]) > 0).any() if not isinstance(r[6], np.ndarray) and r[6] > 0
+                    else ((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)).any())]
+        zero = np.zeros(n)
+        for i in set(range(len(requests))) - set(live):
+            out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
+        memo = self.memo if site is not None and reuse_enabled() else None
+        for moe in (False, True):
+            sel = [i for i in live if bool(requests[i][8]) == moe]
+            if not sel:
+                continue
+            slot = memo.setdefault((site, moe), {}) if memo is not None else None
+            cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
+            if cols is None or cols.shape != (8, len(sel), n):
+                cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
+            for row, i in enumerate(sel):
+                r = requests[i]
+                for j in range(7):
+                    cols[j, row] = r[j]
+                cols[7, row] = self.peak if r[7] is None else r[7]
+            # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
+            # the same achievable bandwidth as any other weight (it used to divide reads too, which
+            # tripled the memory-bound expert time of small-batch MoE decode)
+            # weight-only formats dequantize in the kernel: their compute runs at eta_dequant of the
+            # plain GEMM's (the bf16 router and LM head are never weight-only)
+            deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0) \
+                if self.w_only.any() else 1.0
+            eta_c = np.broadcast_to(self.eta_c * (self.eta_moe if moe else 1.0) * deq, (len(sel), n))
+            tiles_m, tiles_n = (self.moe_tiles_m, self.moe_tiles_n) if moe else (self.tiles_m, self.tiles_n)
+            spare = slot.get("cols") if slot is not None else None
+            planes: Any  # (9, R, n) cost planes, or the kernel's per-field sequence of them
+            if self.one_kind and use_fast_path(n):  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
+                planes = gemm_cost_stacked(
+                    cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=list(tiles_m[0]), tiles_n=list(tiles_n[0]),
+                    max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.kernel_latency_s,
+                    epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot)
+            else:
+                planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot)
+            if slot is not None and spare is not None:  # the previous inputs: the next call's buffer
+                slot["spare"] = spare
+            for row, i in enumerate(sel):
+                out[i] = GemmCost(*(plane[row] for plane in planes))
+        return [o for o in out if o is not None]
+
+    def _gemms_numpy(self, cols: np.ndarray, eta_c: np.ndarray, tiles_m: np.ndarray, tiles_n: np.ndarray,
+                     slot: dict | None) -> Sequence[np.ndarray]:
+        """numpy's :func:`gemm_cost` (the reference) over stacked requests ``cols`` ``(8, R, n)``: the
+        ``(R, n)`` planes of :class:`GemmCost`, field by field.  With ``slot`` (run_gemms' memo of the previous
+        call from the same site), only the elements whose inputs moved are costed, into the previous
+        call's planes in place (gemm_cost is element-wise, so the others keep the figures it gave
+        them)."""
+        R, n = cols.shape[1], cols.shape[2]
+        prev = slot.get("cols") if slot is not None else None
+        todo = None
+        if slot is not None and prev is not None and prev.shape == cols.shape:
+            same = eta_c == slot["eta_c"]
+            for j in range(8):
+                same &= cols[j] == prev[j]
+            if same.any():
+                planes = slot["planes"]  # the previous call's, updated in place
+                todo = np.flatnonzero(~same.ravel())
+        if todo is None:
+            g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+                          peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=tiles_m, tiles_n=tiles_n,
+                          max_split_k=self.max_split_k, eta_c=eta_c, eta_m=self.eta_m, launch_s=0.0,
+                          groups=cols[6], latency_s=self.kind.kernel_latency_s,
+                          epilogue_exposed=self.kind.gemm_epilogue_exposed)
+            fields = [np.broadcast_to(getattr(g, k), (R, n)) for k in GemmCost.__dataclass_fields__]
+            if slot is None:
+                return fields
+            planes = np.empty((9, R, n))  # kept for the next call from the site
+            for f, a in enumerate(fields):
+                planes[f] = a
+        elif todo.size:
+            pt = todo % n  # the design point of each stacked element
+            sub = cols.reshape(8, -1)[:, todo]
+            g = gemm_cost(sub[0], sub[1], sub[2], sub[3], sub[4], sub[5],
+                          peak_flops=sub[7], hbm_bw=self.hbm_bw[pt], sms=self.sms[pt], tiles_m=tiles_m[pt],
+                          tiles_n=tiles_n[pt], max_split_k=self.max_split_k[pt], eta_c=eta_c.ravel()[todo],
+                          eta_m=self.eta_m[pt], launch_s=0.0, groups=sub[6], latency_s=self.kind.kernel_latency_s,
+                          epilogue_exposed=self.kind.gemm_epilogue_exposed)
+            flat = planes.reshape(9, -1)
+            for f, k in enumerate(GemmCost.__dataclass_fields__):
+                flat[f, todo] = getattr(g, k)
+        if slot is not None:
+            slot["cols"], slot["eta_c"], slot["planes"] = cols, eta_c, planes
+        return planes

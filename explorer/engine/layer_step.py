@@ -1,0 +1,215 @@
+"""One stage step of the layers: its token counts and GEMM requests (:func:`plan_step`), the
+per-GPU component times of a step -- GEMMs, attention, MoE, collectives, kernel launches
+(:func:`step_times`) -- and the worst stage's total with the LM head (:func:`stage_total`).
+CUDA-graph padding of the decode batch (:func:`graph_padded`) and the expected maximum expert load
+under multinomial routing (:func:`expected_max_load_factor`) live here too."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
+from explorer.costs.comm import collective_s, custom_allreduce_s, ep_alltoall_s, protocols_of
+from explorer.costs.gemm import GemmCost
+from explorer.engine.constants import ALLREDUCE_BYTES, COMBINE_BYTES, CUSTOM_ALLREDUCE_MAX_GPUS, EMBED_BYTES
+from explorer.engine.hardware_columns import HardwareColumns
+from explorer.engine.shape_columns import ShapeColumns
+
+#: GEMMs of one step, in the order of a plan's requests.
+GEMMS = ("qkv", "o", "up", "down", "eup", "edown", "router", "sup", "sdown", "lm")
+
+
+def expected_max_load_factor(n: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Expected maximum over ``n`` GPUs of the tokens routed to each, as a multiple of the mean,
+    when ``slots`` token-expert assignments are spread uniformly (multinomial routing).
+
+    Normal approximation of the binomial per-GPU load (mean ``mu = slots/n``, sd
+    ``sqrt(slots (1/n)(1 - 1/n))``) and Blom's formula for the expected maximum of ``n`` standard
+    normals, ``Phi^-1((n - 0.375)/(n + 0.25))`` (1.43 for n = 8; exact 1.42).  Capped at ``n`` (all
+    tokens on one GPU); 1 for ``n = 1``.  Ignores hot experts (real routers are not uniform: the
+    named ``moe_imbalance`` factor takes that).
+    """
+    from scipy.special import ndtri
+
+    n = np.asarray(n, dtype=np.float64)
+    slots = np.maximum(np.asarray(slots, dtype=np.float64), 1e-9)
+    z = np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
+    cv = np.sqrt(np.maximum(n - 1.0, 0.0) / slots)  # sd / mean of one GPU's load
+    return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
+
+
+def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+    small = np.power(2.0, np.ceil(np.log2(np.maximum(b, 1.0))))
+    stepped = np.ceil(b / np.maximum(step, 1.0)) * np.maximum(step, 1.0)
+    padded = np.where(b <= 4.0, small, np.maximum(stepped, b))
+    use = (step > 0) & (b <= max_batch) & (b > 0)
+    return np.where(use, np.minimum(padded, np.maximum(max_batch, b)), b)
+
+
+def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+    """Decode batch as a CUDA graph runs it: captured sizes 1, 2, 4, then multiples of ``step``, up
+    to ``max_batch`` (above it, or with ``step == 0``, the step runs unpadded).
+
+    ``b`` is a steady-state mean, so the padded size is the expectation over the two whole batches
+    around it (``floor(b)`` and ``ceil(b)``, weighted by the fraction): a mean of 8.01 pads to 8.08,
+    not to 16 -- the step function applied to a mean would jump where the served batch does not."""
+    b = np.asarray(b, dtype=np.float64)
+    lo, hi = np.floor(b), np.ceil(b)
+    w = b - lo
+    return (1.0 - w) * _pad_whole(np.maximum(lo, np.minimum(b, 1.0)), step, max_batch) \
+        + w * _pad_whole(hi, step, max_batch)
+
+
+def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups, m_attn=None, q_attn=None) -> dict:
+    """Token counts of one stage step and its GEMM requests (costed later, all passes at once).
+
+    ``m_dec`` decode tokens through the GEMMs per attention group (the CUDA-graph padded batch),
+    ``m_attn`` real decode sequences attending at mean context ``S`` (default ``m_dec``);
+    ``n_pre`` prompts of ``P`` tokens prefilled in the same step (fractional: a chunk of
+    ``n_pre*P`` tokens); ``moe_groups`` attention groups whose tokens meet in the MoE layers
+    (``dp`` when every group steps together, 1 for a prefill step of one group).  ``q_attn``
+    query tokens per attending sequence (speculative verification: ``1 + K``; default 1): the
+    attention FLOPs scale with it, the KV cache is read once per sequence.
+    """
+    H, t = s.H, s.t
+    M = m_dec + n_pre * P  # tokens through the weight GEMMs
+    T_tot = M * moe_groups  # tokens meeting in the stage's experts
+    is_moe = s.E > 0
+    if is_moe.any():
+        E_safe = np.maximum(s.E, 1.0)
+        # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
+        slots = T_tot * s.k
+        load = np.where(s.e > 1, expected_max_load_factor(s.e, slots), 1.0) * s.imb
+        T_gpu = T_tot * load  # tokens the slowest GPU's experts see, counted as if all its own
+        touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_gpu))
+        touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
+        m_e = np.where(is_moe, T_gpu * s.k / s.e / np.maximum(touched, 1e-9), 0.0)
+        slots_gpu = np.where(is_moe, T_gpu * s.k / s.e, 0.0)
+    else:
+        touched = m_e = slots_gpu = np.zeros_like(T_tot)
+    shared_w = s.Es * s.Fs / t
+    M_moe = np.where(is_moe, M, 0.0)
+    M_shared = np.where(shared_w > 0, M, 0.0)
+    requests = [
+        (M, s.n_in, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # qkv (or MLA projections)
+        (M, H, s.nq_loc * s.d, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # attention output
+        (M, s.g * s.F / t, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP up (+gate)
+        (M, H, s.F / t, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP down
+        (m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts up
+        (m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts down
+        (M_moe, s.E, H, s.b_a, EMBED_BYTES, 4.0, 1.0, hw.bf16_peak, False),  # router (bf16)
+        (M_shared, s.g * shared_w, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts up
+        (M_shared, H, shared_w, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts down
+        # LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
+        (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
+    ]
+    return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "q_attn": q_attn,
+            "n_pre": n_pre, "P": P, "M": M,
+            "T_tot": T_tot, "slots_gpu": slots_gpu, "requests": requests,
+            "touched": np.where(M_moe > 0, touched, 0.0)}
+
+
+def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, GemmCost]):
+    """Per-GPU times of one stage step (per-layer averages by component) and the LM head."""
+    H, t = s.H, s.t
+    n_pre, P, M, T_tot = plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
+    m_attn = plan["m_attn"]
+    S = s.isl + s.osl / 2.0  # mean decode context (DESIGN.md)
+    frac_sl = np.where(s.L > 0, s.n_sl / s.L, 0.0)
+    # --- attention scores/values
+    S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
+    fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
+    if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
+        fl_d = fl_d * plan["q_attn"]
+    fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
+    if (frac_sl > 0).any():  # sliding-window layers (skipped when no row has any)
+        fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
+    fl_p = n_pre * fl_p
+    by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
+    # the runtime's attention kernels reach `rt_attention` of the roofline's efficiency (fitted residual)
+    attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c * s.rt_attention)
+    attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m * s.rt_attention)
+    t_attn = np.maximum(attn_c, attn_m)
+    # --- collectives
+    # the collective model of explorer/costs/comm.py (NCCL's algorithms and protocols, fitted on the
+    # kernels file); serving runs its TP all-reduces inside CUDA graphs (custom or NCCL kernels), so
+    # the per-call launch/proxy cost of a stand-alone collective is left out (call_s = 0) -- each
+    # collective's launch is one of the step's counted kernels
+    k_ = hw.kind
+    ar_bytes = M * H * ALLREDUCE_BYTES
+    t_ar = np.where(t > 1, collective_s(ar_bytes, t, domain=float(k_.scaleup_domain),
+                                        up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
+                                        out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s,
+                                        eta_n=k_.eta_network, kind="allreduce", protocols=protocols_of(k_),
+                                        call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
+                                        mesh=k_.scaleup_mesh), 0.0)
+    # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
+    # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce
+    # takes; TensorRT-LLM's AUTO strategy picks its ONESHOT/TWOSHOT kernels there too)
+    if k_.peer_allreduce and s.rt_custom_ar.any():
+        custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain)
+        t_ar = np.where(custom, np.minimum(t_ar, custom_allreduce_s(ar_bytes, t, up_bw=k_.scaleup_bw,
+                                                                     eta_n=k_.eta_network)), t_ar)
+    is_moe = s.E > 0
+    if (is_moe & (s.e > 1)).any():
+        tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back
+
+        def a2a(token_bytes):
+            return ep_alltoall_s(tok_origin, s.k, token_bytes, s.e, domain=float(k_.scaleup_domain),
+                                 up_bw=k_.scaleup_bw, out_bw=k_.scaleout_bw, eta_n=k_.eta_network,
+                                 up_step_s=k_.scaleup_latency_s, out_step_s=k_.scaleout_latency_s,
+                                 call_s=k_.collective_latency_s)[0]
+
+        # dispatch + combine only when attention data parallelism splits the tokens (dp > 1): with
+        # tp >= ep and dp = 1 every GPU of the group already holds every token after the attention
+        # all-reduce, computes its own experts on them, and the MoE output is summed by the layer's
+        # all-reduce (TensorRT-LLM/SGLang "TP attention + EP MoE") -- no all-to-all
+        t_a2a = np.where(is_moe & (s.e > 1) & (s.dp > 1), a2a(H * s.b_a) + a2a(H * COMBINE_BYTES), 0.0)
+    else:
+        t_a2a = np.zeros_like(T_tot)
+    # --- per-layer sums (averaged over dense and MoE layers)
+    qkv, o, up, down, eup, edown, router, sup, sdown = (g[k] for k in GEMMS[:-1])
+    wd, wm = s.wd, s.wm
+    t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
+    # permute (gather tokens by expert) and unpermute (weighted scatter-add, bf16): read + write each
+    t_perm = plan["slots_gpu"] * H * (2.0 * s.b_a + 2.0 * COMBINE_BYTES) / (hw.hbm_bw * hw.eta_m)
+    # each touched expert of the slowest GPU costs its grouped GEMMs (up, down) a fixed start-up
+    t_groups = np.where(s.E > 0, 2.0 * plan["touched"] * hw.moe_group, 0.0)
+    t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm + t_groups)
+    t_comm = 2.0 * t_ar + wm * t_a2a
+    comp = {
+        "gemm_c": qkv.compute_s + o.compute_s + wd * (up.compute_s + down.compute_s)
+        + wm * (sup.compute_s + sdown.compute_s),
+        "gemm_m": qkv.memory_s + o.memory_s + wd * (up.memory_s + down.memory_s)
+        + wm * (sup.memory_s + sdown.memory_s),
+        "moe_c": wm * (eup.compute_s + edown.compute_s + router.compute_s),
+        "moe_m": wm * (eup.memory_s + edown.memory_s + router.memory_s + t_perm),
+        "attn_c": attn_c, "attn_m": attn_m,
+        "t_ar": t_ar,  # one tensor-parallel all-reduce of the step's M tokens (the MTP projection's)
+    }
+    per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
+                 "overhead": s.kernels_per_layer * hw.launch}
+    return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
+
+
+def cost_steps(s: ShapeColumns, hw: HardwareColumns, plans: list[dict], site: str | None = None):
+    """Cost every plan's GEMMs in one stacked call (``site``: see :meth:`HardwareColumns.run_gemms`), then each
+    step's times."""
+    requests = [r for p in plans for r in p["requests"]]
+    costs = hw.run_gemms(requests, site)
+    n = len(GEMMS)
+    return [step_times(s, hw, p, dict(zip(GEMMS, costs[i * n:(i + 1) * n], strict=True))) for i, p in enumerate(plans)]
+
+
+def stage_time(s: ShapeColumns, per_layer, lm, hw: HardwareColumns):
+    """Worst stage: ceil(L/p) layers plus the LM head."""
+    parts = {k: s.Ls * v for k, v in per_layer.items()}
+    parts["gemm"] = parts["gemm"] + lm.time_s
+    parts["overhead"] = parts["overhead"] + hw.launch  # LM head launch
+    return parts
+
+
+def stage_total(s: ShapeColumns, step, hw: HardwareColumns) -> tuple[dict, np.ndarray]:
+    parts = stage_time(s, step[0], step[1], hw)
+    return parts, sum(parts.values())
+
