@@ -273,14 +273,23 @@ def _wave_cost(M: int, N: int, h) -> int:
 
 def test_known_answer_gaudi2_matrix_engines_as_the_wave_unit():
     """Intel Gaudi 2 (hardware/gaudi2.yaml): its 2 MMEs are the units output tiles spread over, one
-    256x256 block a tile.  M=N=768, K=4096, BF16 at 432 TFLOPS, eta 1:
-    tiles = 3*3 = 9, waves = ceil(9/2) = 5 (the last wave runs on one engine: wave efficiency 9/10);
-    compute = 5*2*2*256*256*4096 / 432e12 = 5,368,709,120 / 432e12 = 12.4275674 us, against the
-    useful 2*768*768*4096/432e12 = 11.1848107 us."""
+    engine block a tile, 256x256, 128x512 or 512x128.  BF16 at 432 TFLOPS, eta 1.
+
+    M=N=768, K=4096: 256x256 gives 3*3 = 9 blocks in ceil(9/2) = 5 waves; 128x512 gives 6*2 = 12
+    blocks in 6 waves; 512x128 gives 2*6 = 12 in 6 -- each block costs the same 2*65,536*K FLOP, so
+    256x256 wins: compute = 5*2*2*256*256*4096/432e12 = 5,368,709,120/432e12 = 12.4275674 us (wave
+    efficiency 9/10) against the useful 2*768*768*4096/432e12 = 11.1848107 us.
+    M=128 (a decode batch), N=K=8192: 256x256 pads M to 256 (32 blocks, 16 waves); 128x512 fits it
+    (1*16 = 16 blocks, 8 waves): compute = 8*2*2*128*512*8192/432e12 = 39.768 us, tile efficiency 1."""
     h = load_hardware("gaudi2")
-    assert h.sms == 2 and h.gemm_tiles == ((256, 256),) and h.family == "gaudi" and h.vendor == "intel"
+    assert h.sms == 2 and h.family == "gaudi" and h.vendor == "intel"
+    assert h.gemm_tiles == ((256, 256), (128, 512), (512, 128))
     g = run_gemm(768, 768, 4096, peak=h.peak_flops["bf16"], bw=h.hbm_bw, sms=h.sms, tiles=h.gemm_tiles)
     assert one(g.tiles) == 9 and one(g.waves) == 5
     assert one(g.wave_eff) == pytest.approx(0.9, rel=1e-12)
     assert one(g.compute_s) == pytest.approx(5 * 2 * 2 * 256 * 256 * 4096 / 432e12, rel=1e-12)
     assert one(g.compute_s) == pytest.approx(12.4275674e-6, rel=1e-8)
+    g = run_gemm(128, 8192, 8192, peak=h.peak_flops["bf16"], bw=h.hbm_bw, sms=h.sms, tiles=h.gemm_tiles)
+    assert one(g.tiles) == 16 and one(g.waves) == 8 and one(g.tile_eff) == pytest.approx(1.0)
+    assert one(g.compute_s) == pytest.approx(8 * 2 * 2 * 128 * 512 * 8192 / 432e12, rel=1e-12)
+    assert one(g.compute_s) == pytest.approx(39.768e-6, rel=1e-4)
