@@ -104,12 +104,19 @@ class Precision:
         return compute_format(self.weights, self.activations)
 
 
+#: Spellings of the tensor formats in run labels besides the short names (dtype names as PyTorch,
+#: vLLM ``--dtype`` / ``--kv-cache-dtype`` and ModelOpt write them; the FP8 / FP4 element encodings)
+_FORMAT_SPELLINGS = (("fp4", ("fp4", "float4", "e2m1")), ("fp8", ("fp8", "float8", "e4m3", "e5m2")),
+                     ("bf16", ("bf16", "bfloat16")), ("fp16", ("fp16", "float16")))
+
+
 def tensor_format_in(label: object) -> str | None:
     """The tensor-core format a free-text precision label names (``"FP8 (fp8_block ...)"`` -> fp8,
-    ``"NVFP4"`` / ``"MXFP4"`` -> fp4), or None.  FP4 before FP8 before BF16 before FP16."""
+    ``"NVFP4"`` / ``"MXFP4"`` -> fp4, ``"bfloat16"`` -> bf16, ``"float8_e4m3fn"`` -> fp8), or None.
+    FP4 before FP8 before BF16 before FP16."""
     s = str(label or "").lower()
-    for fmt in ("fp4", "fp8", "bf16", "fp16"):
-        if fmt in s:
+    for fmt, spellings in _FORMAT_SPELLINGS:
+        if any(w in s for w in spellings):
             return fmt
     return None
 

@@ -214,7 +214,9 @@ def precision_policy(label: Any, hw: Hardware, model: str = "") -> str:
         if wa == "w4a4":
             return "fp4"
         raise ValueError(f"precision '{label}': {wa} needs tensor cores this GPU's file does not list")
-    if "int4" in s:
+    if "int4" in s or re.search(r"\b(awq|gptq)\b", s) and "int8" not in s and "8bit" not in s and "8-bit" not in s:
+        # AWQ and GPTQ checkpoints are 4-bit weight-only unless they say otherwise (AutoAWQ is 4-bit
+        # only; GPTQ's 8-bit variants are labelled Int8 / 8bit)
         return "w4a16"
     if "int8" in s:
         return "w8a16"

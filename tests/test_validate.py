@@ -345,6 +345,9 @@ def test_gpu_labels_of_parts_without_a_file_stay_unknown(label):
 @pytest.mark.parametrize("label, gpu, policy", [
     ("W4A16", "h100", "w4a16"), ("INT8 W8A8", "h100", "fp8"), ("w8a8-fp8", "h200", "fp8"),
     ("int8", "h100", "w8a16"), ("INT4 AWQ", "a100-80gb", "w4a16"),
+    # dtype names as PyTorch / vLLM flags and ModelOpt write them, and bare quantization methods
+    ("bfloat16", "h200", "bf16"), ("float16", "a100-80gb", "fp16"), ("float8_e4m3fn", "h200", "fp8"),
+    ("e4m3", "b200", "fp8"), ("AWQ", "h100", "w4a16"), ("GPTQ", "a100-80gb", "w4a16"), ("GPTQ-Int8", "h100", "w8a16"),
 ])
 def test_weight_activation_labels(label, gpu, policy):
     from explorer.hardware import load_hardware
