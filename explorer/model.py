@@ -110,13 +110,18 @@ class Preset:
     #: draft model (explorer/speculative.py).
     mtp_layers: int = 0
     mtp_source: str = ""
+    #: The Hugging Face repository a launch serves by default (explorer/launch.py), where ``source``
+    #: is not one (GitHub configs); empty: the repository of ``source``.
+    checkpoint: str = ""
+    #: The weight format the published checkpoint holds (DeepSeek-V3 ships FP8, gpt-oss MXFP4).
+    checkpoint_format: str = "bf16"
 
 
 _SHAPE_FIELDS = {f.name for f in fields(ModelShape)} - {"name"}
 _PRESET_KEYS = _SHAPE_FIELDS | {
     "name", "display_name", "aliases", "params_total_official", "params_active_official",
     "active_convention", "source", "notes", "training_tokens", "training_tokens_source",
-    "mtp_layers", "mtp_source",
+    "mtp_layers", "mtp_source", "checkpoint", "checkpoint_format",
 }
 
 
@@ -146,6 +151,8 @@ def presets() -> dict[str, Preset]:
             training_tokens_source=entry.get("training_tokens_source", ""),
             mtp_layers=int(entry.get("mtp_layers", 0)),
             mtp_source=entry.get("mtp_source", ""),
+            checkpoint=entry.get("checkpoint", ""),
+            checkpoint_format=entry.get("checkpoint_format", "bf16"),
         )
     return out
 

@@ -141,6 +141,12 @@ def register(sub) -> None:
     p.add_argument("--training-tokens", type=_tokens, default=None, metavar="D",
                    help="pre-training tokens for the predicted loss (e.g. 15e12; default: a preset's published "
                         "tokens; a custom shape needs it). docs/quality.md")
+    p.add_argument("--emit-launch", default=None, metavar="DIR",
+                   help="also write the runtime's launch for this point into DIR: launch.sh (trtllm-serve, vllm serve "
+                        "or sglang.launch_server with its parallelism, batch and token budget, CUDA graphs, KV format, "
+                        "MTP) and, for trtllm, its extra-llm-api-config.yml (explorer/launch.py)")
+    p.add_argument("--checkpoint", default=None,
+                   help="with --emit-launch: the weights to serve (default: the preset's Hugging Face repository)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -202,10 +208,24 @@ def run(args) -> int:
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
                  front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric)
 
+    written: list = []
+    if args.emit_launch is not None:
+        from explorer.launch import launch_recipe, write_launch
+
+        if args.checkpoint is not None:
+            check_name_text(args.checkpoint, "--checkpoint", None, "checkpoint")
+        launch = launch_recipe(r, args.checkpoint, batch_wait_iters=args.batch_wait_iters,
+                               batch_wait_ratio=args.batch_wait_ratio)
+        written = write_launch(launch, args.emit_launch)
+        r = dict(r, launch=launch.as_dict())
     if args.json:
         print(json.dumps(r, indent=1, default=float))
     else:
         print(format_result(r))
+        if written:
+            print(f"  launch ({r['launch']['runtime']})  wrote " + ", ".join(str(p) for p in written))
+            for n in r["launch"]["notes"]:
+                print(f"    note: {n}")
     return 0
 
 
