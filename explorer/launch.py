@@ -17,7 +17,7 @@ setting goes are taken from those scripts; SemiAnalysisAI/InferenceX, ``benchmar
 * SGLang, ``python3 -m sglang.launch_server``: ``--tensor-parallel-size``, ``--ep-size``,
   ``--max-running-requests``, ``--cuda-graph-max-bs``, ``--chunked-prefill-size``,
   ``--kv-cache-dtype fp8_e4m3``, MTP as EAGLE with top-k 1 -- dsr1_fp8_h200.sh, dsr1_fp4_b200.sh,
-  dsr1_fp8_b200_mtp.sh; attention data parallelism as ``--enable-dp-attention --dp-size``.
+  dsr1_fp8_b200_mtp.sh; attention data parallelism as ``--enable-dp-attention --data-parallel-size``.
 
 The launch sizes a replica for the point's concurrency: its running-request cap and captured CUDA
 graphs are the concurrency (as the recipes set them), its token budget the runtime profile's
@@ -238,7 +238,7 @@ def _sglang(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft,
     if graph:
         argv += ["--cuda-graph-max-bs", str(graph)]
     if dp > 1:
-        argv += ["--enable-dp-attention", "--dp-size", str(dp)]
+        argv += ["--enable-dp-attention", "--data-parallel-size", str(dp)]
     if kv_fp8:
         argv += ["--kv-cache-dtype", "fp8_e4m3"]
     if quantize_fp8:

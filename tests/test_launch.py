@@ -96,7 +96,7 @@ def test_sglang_mtp_as_eagle_with_one_candidate():
     assert _flag(la.argv, "--speculative-eagle-topk") == "1" and _flag(la.argv, "--speculative-num-draft-tokens") == "4"
     assert _flag(la.argv, "--kv-cache-dtype") == "fp8_e4m3" and _flag(la.argv, "--cuda-graph-max-bs") == "32"
     dep = launch_recipe(evaluate("deepseek-r1", "b200", batch=64, tp=1, dp=8, ep=8, precision="fp8", runtime="sglang"))
-    assert _flag(dep.argv, "--tensor-parallel-size") == "8" and _flag(dep.argv, "--dp-size") == "8"
+    assert _flag(dep.argv, "--tensor-parallel-size") == "8" and _flag(dep.argv, "--data-parallel-size") == "8"
     assert "--enable-dp-attention" in dep.argv and _flag(dep.argv, "--ep-size") == "8"
 
 
