@@ -68,6 +68,7 @@ def evaluate(
     front_end: bool = False,
     num_requests: int = 0,
     fabric: str | None = None,
+    poll_interval: int = 1,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -96,6 +97,10 @@ def evaluate(
     Disaggregated serving (:mod:`explorer.disagg`, off by default): ``serving='disaggregated'``
     serves prompts on a prefill pool of ``prefill_tp`` x ``prefill_pp`` GPU replicas and decodes on
     this deployment; ``pool_ratio='P:D'`` fixes the replica counts (default: prefill keeps up).
+
+    ``poll_interval`` (1 by default): the scheduler takes in new requests every that many decode steps
+    (SGLang's ``--scheduler-recv-interval`` / ``--num-continuous-decode-steps``): a new request waits
+    ``poll/2`` steps on average for it (explorer/engine/engine_step.py).
 
     ``num_requests`` (0, off, by default): a finite offline run of that many requests queued at
     once, as ``trtllm-bench throughput`` runs (:mod:`explorer.offline_run`: the concurrency is at most
@@ -164,6 +169,8 @@ def evaluate(
     check_number(batch_wait_iters, "--batch-wait-iters", None, min_value=0, max_value=1e6, integer=True)
     check_number(batch_wait_ratio, "--batch-wait-ratio", None, min_value=0, max_value=1)
     check_number(num_requests, "--num-requests", None, min_value=0, max_value=1e9, integer=True)
+    check_number(poll_interval, "--poll-interval", None, min_value=1, max_value=1e4, integer=True)
+    base["poll_interval"] = float(poll_interval)
     base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio),
                 front_end=1.0 if front_end else 0.0, num_requests=float(num_requests))
     design, table = build_design(base, "evaluate")
@@ -194,6 +201,8 @@ def evaluate(
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
     out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}
+    if poll_interval != 1:
+        out["deployment"]["poll_interval"] = int(poll_interval)
     out["band"] = error_band(out, rt, bool(out["shape"].get("experts", 0)), hw)
     if spec:
         out["speculation"] = speculative.describe(spec["draft_tokens"], spec["acceptance_per_position"],

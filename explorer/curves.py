@@ -60,11 +60,34 @@ DERIVED_THROUGHPUT_BIAS = 1.023
 INFERENCEX_TRT_BATCH_WAIT: tuple[tuple[str, int, int, int, int, float], ...] = (
     ("llama-3.1-70b", 1024, 1024, 7, 20, 0.9),
 )
+_IX_RECIPES = "SemiAnalysisAI/InferenceX@1fc5d73cdd31c7fbdd657f3c7e5ec2180f4b0598:benchmarks/"
+#: Request polling the InferenceX SGLang recipes set (explorer/engine/engine_step.py ``poll``: the
+#: scheduler takes in new requests every N decode steps), as (model preset, hardware kind, weight
+#: format or None for any, tp or None for any, N below 16 clients, N at 16 clients or more, source).
+#: The B200 DeepSeek-R1 recipes pass ``--scheduler-recv-interval`` ("recv every ~10 requests; if CONC
+#: >= 16, relax to ~30"); the MI300X / MI325X ones ``--num-continuous-decode-steps=4`` (four decode
+#: steps back to back, no request taken in between).  Other SGLang recipes set neither (the H200 one:
+#: dsr1_fp8_h200.sh).  Read at one commit of the recipes; runs of other dates may have used others.
+INFERENCEX_SGLANG_POLL: tuple[tuple[str, str, str | None, int | None, int, int, str], ...] = (
+    ("deepseek-v3", "b200", "fp4", None, 10, 30, _IX_RECIPES + "dsr1_fp4_b200.sh"),
+    ("deepseek-v3", "b200", "fp8", 8, 10, 30, _IX_RECIPES + "dsr1_fp8_b200.sh"),
+    ("deepseek-v3", "b200", "fp8", 4, 10, 10, _IX_RECIPES + "dsr1_fp8_b200.sh"),
+    ("deepseek-v3", "mi300x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi300x.sh"),
+    ("deepseek-v3", "mi325x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi325x.sh"),
+)
+
+
+def recipe_poll_interval(model: str, hardware: str, precision: str, tp: int, clients: int) -> int:
+    """The request-polling interval of the InferenceX SGLang recipe for a run (1: every step)."""
+    for m, hw, fmt, r_tp, low, high, _ in INFERENCEX_SGLANG_POLL:
+        if m == model and hw == hardware and fmt in (None, precision) and r_tp in (None, tp):
+            return high if clients >= 16 else low
+    return 1
 
 
 def recipe_waits_enabled() -> bool:
-    """Whether curve cases carry the recipes' batching waits (on by default since 2026-12-01;
-    ``EXPLORER_RECIPE_WAITS=0`` turns them off).  On since the offline TensorRT-LLM points got their
+    """Whether curve cases carry the recipes' batching waits and request polling (on by default since
+    2026-12-01, the polling since 2026-12-02; ``EXPLORER_RECIPE_WAITS=0`` turns both off).  On since the offline TensorRT-LLM points got their
     own runtime profile (runtimes/trtllm-bench.yaml), which took away the one figure that kept it off
     (below): refitted with both, held out (benchmarks/cross_validate.py), TTFT 24.9 % / 56.5 % ->
     14.7 % / 50.2 % (dense 23.8 -> 10.0 %), tokens/s/GPU 9.9 / 22.9 -> 9.9 / 23.0, tokens/s/user
@@ -204,6 +227,10 @@ def curve_cases(data: dict, where: str) -> list:
                     for model, r_isl, r_osl, tp_max, iters, ratio in INFERENCEX_TRT_BATCH_WAIT:
                         if preset.shape.name == model and (isl, osl) == (r_isl, r_osl) and tp <= tp_max:
                             values.update(batch_wait_iters=iters, batch_wait_ratio=ratio)
+                if rt.name == "sglang" and recipe_waits_enabled():
+                    poll = recipe_poll_interval(preset.shape.name, hw.name, str(prec), tp, conc)
+                    if poll > 1:
+                        values["poll_interval"] = poll
             family = "moe" if preset.shape.experts else "dense"
             common: dict[str, Any] = dict(kind="curve", regime="curve", hardware=hw.name, values=values,
                                           num_gpus=n_gpus, trust=str(raw.get("trust", "")), curve=cid,

@@ -26,7 +26,7 @@ DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_im
                                    "disagg": 0.0, "ttft_extra_s": 0.0, "prefill_tp": 1, "prefill_pp": 1,
                                    "pool_prefill": 0, "pool_decode": 0, "latency_percentiles": 0,
                                    "isl_cv": 0.0, "osl_cv": 0.0, "batch_wait_iters": 0, "batch_wait_ratio": 0.0,
-                                   "front_end": 0, "num_requests": 0}
+                                   "front_end": 0, "num_requests": 0, "poll_interval": 1}
 TEXT_COLUMNS = ("model", "hardware", "precision", "runtime")
 
 

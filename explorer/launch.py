@@ -177,6 +177,10 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
     max_len = isl + osl
     budget = int(rt.max_tokens_per_step)
     graph = min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0
+    poll = int(d.get("poll_interval", 1))
+    if poll > 1 and rt_name != "sglang":
+        notes.append(f"polling for new requests every {poll} steps is SGLang's (--scheduler-recv-interval); "
+                     f"{rt_name} takes them in every step")
     if rt_name == "trtllm":
         return _trtllm(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, batch_wait_iters,
                        batch_wait_ratio, notes)
@@ -184,7 +188,11 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
         notes.append("the batching wait is TensorRT-LLM's (batch_wait_timeout_iters); this runtime has none")
     if rt_name == "vllm":
         return _vllm(ckpt, t, pp, ep, dp, batch, budget, max_len, kv_fp8, k_draft, on_the_fly, notes)
-    return _sglang(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, on_the_fly, notes)
+    launch = _sglang(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, on_the_fly, notes)
+    if poll > 1:
+        launch = Launch(launch.runtime, launch.argv + ("--scheduler-recv-interval", str(poll)), launch.files,
+                        launch.notes)
+    return launch
 
 
 def _trtllm(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, wait_iters, wait_ratio,

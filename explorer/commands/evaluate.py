@@ -111,6 +111,10 @@ def register(sub) -> None:
     p.add_argument("--batch-wait-ratio", type=lambda t: _real(t, 0.0, 1.0, False), default=0.0,
                    help="...or until the pending tokens reach this share of the step's token budget "
                         "(batch_wait_max_tokens_ratio; with --batch-wait-iters)")
+    p.add_argument("--poll-interval", type=lambda t: _whole(t, 1, 10**4), default=1, metavar="N",
+                   help="the scheduler takes in new requests every N decode steps (SGLang --scheduler-recv-interval "
+                        "or --num-continuous-decode-steps; default 1: every step); a new request waits N/2 steps on "
+                        "average for the next poll")
     p.add_argument("--num-requests", type=lambda t: _whole(t, 0, 10**9), default=0,
                    help="a finite offline run of N requests queued at once, as trtllm-bench throughput runs "
                         "(explorer/offline_run.py: concurrency at most N, plus the ramp and drain); 0 = steady state")
@@ -206,7 +210,8 @@ def run(args) -> int:
                  draft_model=args.draft_model, training_tokens=args.training_tokens, serving=args.serving,
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
-                 front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric)
+                 front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric,
+                 poll_interval=args.poll_interval)
 
     written: list = []
     if args.emit_launch is not None:

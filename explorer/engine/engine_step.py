@@ -100,7 +100,13 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     # prefill steps are costed whole (a partial chunk's fixed cost is not separated out: assumption)
     own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
                          chunk_steps * T_pre_step)
-    ttft_service = 0.5 * busy * T_dec + own_steps + s.rt_request
+    # A new request first waits for the step in flight (half a step on average) -- or, where the
+    # scheduler takes in requests only every ``poll`` decode steps (SGLang's --scheduler-recv-interval,
+    # --num-continuous-decode-steps: "may increase time-to-first-token", SGLang server arguments), for
+    # the next poll: uniform over ``poll`` steps, ``poll/2`` on average.  Ignored: the poll SGLang makes
+    # right after a prefill step (recv_skipper weights prefill 1000), which shortens the wait where
+    # prompts arrive every few steps; percentiles shift by this mean (the wait's own spread is left out)
+    ttft_service = 0.5 * busy * T_dec * s.poll + own_steps + s.rt_request
     if (s.bw_iters > 0).any():  # the runtime holds new prompts to batch them (explorer/batch_wait.py):
         # the held decode steps, then the batch's other prompts in the prompt's own step
         wait_steps, mates = batch_wait.hold(s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)

@@ -41,6 +41,9 @@ class ShapeColumns:
         self.imb = float_column(c, "moe_imbalance")
         # context batching wait (explorer/batch_wait.py): iterations a new prompt may be held, token ratio
         self.bw_iters = float_column(c, "batch_wait_iters") if "batch_wait_iters" in c else np.zeros(len(self.H))
+        # the scheduler takes in new requests every ``poll`` decode steps (1: every step; SGLang's
+        # --scheduler-recv-interval / --num-continuous-decode-steps; explorer/engine/engine_step.py)
+        self.poll = np.maximum(float_column(c, "poll_interval"), 1.0) if "poll_interval" in c else np.ones(len(self.H))
         self.bw_ratio = float_column(c, "batch_wait_ratio") if "batch_wait_ratio" in c else np.zeros(len(self.H))
         self.w_only = float_column(c, "w_only") > 0 if "w_only" in c else np.zeros(len(self.H), dtype=bool)
         # serving runtime (explorer/runtime.py)
