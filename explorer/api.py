@@ -69,6 +69,7 @@ def evaluate(
     num_requests: int = 0,
     fabric: str | None = None,
     poll_interval: int = 1,
+    max_num_tokens: int = 0,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -101,6 +102,10 @@ def evaluate(
     ``poll_interval`` (1 by default): the scheduler takes in new requests every that many decode steps
     (SGLang's ``--scheduler-recv-interval`` / ``--num-continuous-decode-steps``): a new request waits
     ``poll/2`` steps on average for it (explorer/engine/engine_step.py).
+
+    ``max_num_tokens`` (0 by default: the runtime profile's ``max_tokens_per_step``): the tokens one
+    step may carry, as a launch sets it (``--max_num_tokens``, ``--max-num-batched-tokens``,
+    ``--chunked-prefill-size``).
 
     ``num_requests`` (0, off, by default): a finite offline run of that many requests queued at
     once, as ``trtllm-bench throughput`` runs (:mod:`explorer.offline_run`: the concurrency is at most
@@ -171,6 +176,8 @@ def evaluate(
     check_number(num_requests, "--num-requests", None, min_value=0, max_value=1e9, integer=True)
     check_number(poll_interval, "--poll-interval", None, min_value=1, max_value=1e4, integer=True)
     base["poll_interval"] = float(poll_interval)
+    check_number(max_num_tokens, "--max-num-tokens", None, min_value=0, max_value=1e7, integer=True)
+    base["max_num_tokens"] = float(max_num_tokens)
     base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio),
                 front_end=1.0 if front_end else 0.0, num_requests=float(num_requests))
     design, table = build_design(base, "evaluate")
@@ -203,6 +210,8 @@ def evaluate(
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}
     if poll_interval != 1:
         out["deployment"]["poll_interval"] = int(poll_interval)
+    if max_num_tokens:
+        out["deployment"]["max_num_tokens"] = int(max_num_tokens)
     out["band"] = error_band(out, rt, bool(out["shape"].get("experts", 0)), hw)
     if spec:
         out["speculation"] = speculative.describe(spec["draft_tokens"], spec["acceptance_per_position"],

@@ -26,7 +26,8 @@ DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_im
                                    "disagg": 0.0, "ttft_extra_s": 0.0, "prefill_tp": 1, "prefill_pp": 1,
                                    "pool_prefill": 0, "pool_decode": 0, "latency_percentiles": 0,
                                    "isl_cv": 0.0, "osl_cv": 0.0, "batch_wait_iters": 0, "batch_wait_ratio": 0.0,
-                                   "front_end": 0, "num_requests": 0, "poll_interval": 1}
+                                   "front_end": 0, "num_requests": 0, "poll_interval": 1,
+                                   "max_num_tokens": 0}
 TEXT_COLUMNS = ("model", "hardware", "precision", "runtime")
 
 
@@ -134,6 +135,10 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     uniq_pair, inv_pair = np.unique(pair, return_inverse=True)
     out.update(runtime_columns([rt_objs[int(q) // len(kinds)] for q in uniq_pair],
                                [kinds[int(q) % len(kinds)] for q in uniq_pair], inv_pair))
+    # a deployment's own token budget per step (a launch's --max_num_tokens / --max-num-batched-tokens /
+    # --chunked-prefill-size) replaces its runtime profile's where given (> 0)
+    if "max_num_tokens" in out and (out["max_num_tokens"] > 0).any():
+        out["rt_max_tokens"] = np.where(out["max_num_tokens"] > 0, out["max_num_tokens"], out["rt_max_tokens"])
     # speculative decoding / MTP (explorer/speculative.py): ``spec_*`` columns only when asked for
     if any(values.get(k) is not None for k in speculative.VALUE_KEYS):
         out.update(_spec_columns(values, out, n, full, where))

@@ -175,7 +175,7 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
         notes.append(f"{gpus} GPUs per replica span nodes: launch it with the runtime's multi-node setup "
                      "(mpirun / Ray / --nnodes) across them")
     max_len = isl + osl
-    budget = int(rt.max_tokens_per_step)
+    budget = int(d.get("max_num_tokens") or rt.max_tokens_per_step)
     graph = min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0
     poll = int(d.get("poll_interval", 1))
     if poll > 1 and rt_name != "sglang":

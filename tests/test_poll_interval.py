@@ -99,3 +99,35 @@ def test_hardware_lineage_unchanged_by_the_column():
     a = evaluate("llama-3.1-70b", "h200", batch=16, tp=2, precision="fp8", runtime="sglang")
     b = evaluate("llama-3.1-70b", "h200", batch=16, tp=2, precision="fp8", runtime="sglang", poll_interval=1)
     assert a["ttft_s"] == b["ttft_s"] and a["tpot_s"] == b["tpot_s"]
+
+
+def test_recipe_token_budgets_and_the_dsr1_b200_batching_wait():
+    """The TensorRT-LLM recipes' --max_num_tokens: DeepSeek-R1 on B200 (CONC + ISL + 64) rounded up to 64,
+    at least 8,192 (1,024 + 64 + 64 = 1,152 -> 8,192; 8,192 + 64 + 256 = 8,512 -> 8,512); gpt-oss 20,000;
+    others the profile's (0)."""
+    from explorer.curves import recipe_max_num_tokens
+
+    assert recipe_max_num_tokens("deepseek-v3", "b200", 1024, 64) == 8192
+    assert recipe_max_num_tokens("deepseek-v3", "b200", 8192, 256) == 8512
+    assert recipe_max_num_tokens("gpt-oss-120b", "h200", 1024, 4) == 20000
+    assert recipe_max_num_tokens("llama-3.1-70b", "b200", 1024, 64) == 0
+    cases = [c for c in load_cases("validation/fronts.yaml") if c.supported and "dsr1_b200_trtllm" in c.id]
+    assert {c.values["max_num_tokens"] for c in cases} == {8192}
+    assert {c.values.get("batch_wait_iters", 0) for c in cases} == {0}  # its DELAY_BATCHING: not applied
+
+
+def test_a_deployment_token_budget_replaces_the_profiles():
+    """Known answer: SGLang's prefill chunk is the step budget; 922-token prompts of 8k-token ISL run in
+    ceil(8192/2048) = 4 chunks with a 2,048-token budget, 1 with 16,384: TTFT grows, the design column
+    says which budget the simulator used."""
+    small = evaluate("llama-3.1-8b", "h200", batch=1, isl=8192, osl=128, runtime="sglang", max_num_tokens=2048)
+    big = evaluate("llama-3.1-8b", "h200", batch=1, isl=8192, osl=128, runtime="sglang", max_num_tokens=16384)
+    assert small["ttft_s"] > big["ttft_s"] and small["deployment"]["max_num_tokens"] == 2048
+    d, _ = build_design({"model": "llama-3.1-8b", "hardware": "h200", "isl": 1024, "osl": 128, "batch": 1,
+                         "runtime": "vllm", "max_num_tokens": [0, 4096]}, "test")
+    assert list(d["rt_max_tokens"]) == [8192.0, 4096.0]  # vLLM's profile: 8,192
+    assert _flag_after(launch_recipe(small).argv, "--chunked-prefill-size") == "2048"
+
+
+def _flag_after(argv, name):
+    return argv[list(argv).index(name) + 1]

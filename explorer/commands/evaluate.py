@@ -115,6 +115,9 @@ def register(sub) -> None:
                    help="the scheduler takes in new requests every N decode steps (SGLang --scheduler-recv-interval "
                         "or --num-continuous-decode-steps; default 1: every step); a new request waits N/2 steps on "
                         "average for the next poll")
+    p.add_argument("--max-num-tokens", type=lambda t: _whole(t, 0, 10**7), default=0, metavar="N",
+                   help="tokens one step may carry, as the launch sets it (trtllm --max_num_tokens, vLLM "
+                        "--max-num-batched-tokens, SGLang --chunked-prefill-size); default 0: the runtime profile's")
     p.add_argument("--num-requests", type=lambda t: _whole(t, 0, 10**9), default=0,
                    help="a finite offline run of N requests queued at once, as trtllm-bench throughput runs "
                         "(explorer/offline_run.py: concurrency at most N, plus the ramp and drain); 0 = steady state")
@@ -211,7 +214,7 @@ def run(args) -> int:
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
                  front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric,
-                 poll_interval=args.poll_interval)
+                 poll_interval=args.poll_interval, max_num_tokens=args.max_num_tokens)
 
     written: list = []
     if args.emit_launch is not None:
