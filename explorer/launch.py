@@ -174,86 +174,101 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
     if t * dp > GPUS_PER_NODE or gpus > GPUS_PER_NODE:
         notes.append(f"{gpus} GPUs per replica span nodes: launch it with the runtime's multi-node setup "
                      "(mpirun / Ray / --nnodes) across them")
-    max_len = isl + osl
-    budget = int(d.get("max_num_tokens") or rt.max_tokens_per_step)
-    graph = min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0
     poll = int(d.get("poll_interval", 1))
     if poll > 1 and rt_name != "sglang":
         notes.append(f"polling for new requests every {poll} steps is SGLang's (--scheduler-recv-interval); "
                      f"{rt_name} takes them in every step")
-    if rt_name == "trtllm":
-        return _trtllm(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, batch_wait_iters,
-                       batch_wait_ratio, notes)
-    if batch_wait_iters:
+    if batch_wait_iters and rt_name != "trtllm":
         notes.append("the batching wait is TensorRT-LLM's (batch_wait_timeout_iters); this runtime has none")
-    if rt_name == "vllm":
-        return _vllm(ckpt, t, pp, ep, dp, batch, budget, max_len, kv_fp8, k_draft, on_the_fly, notes)
-    launch = _sglang(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, on_the_fly, notes)
-    if poll > 1:
-        launch = Launch(launch.runtime, launch.argv + ("--scheduler-recv-interval", str(poll)), launch.files,
-                        launch.notes)
-    return launch
+    pt = _Point(ckpt=ckpt, t=t, pp=pp, ep=ep, dp=dp, batch=batch,
+                budget=int(d.get("max_num_tokens") or rt.max_tokens_per_step), max_len=isl + osl,
+                graph=min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0, kv_fp8=kv_fp8,
+                k_draft=k_draft, on_the_fly=on_the_fly, poll=poll, wait_iters=int(batch_wait_iters),
+                wait_ratio=float(batch_wait_ratio))
+    return {"trtllm": _trtllm, "vllm": _vllm, "sglang": _sglang}[rt_name](pt, notes)
 
 
-def _trtllm(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, wait_iters, wait_ratio,
-            notes) -> Launch:
+@dataclass(frozen=True)
+class _Point:
+    """What a launch is sized by (the scored point's figures, the runtime's budgets)."""
+
+    ckpt: str
+    t: int  # attention tensor parallel
+    pp: int
+    ep: int
+    dp: int  # attention data-parallel groups per stage
+    batch: int  # clients = running requests of the replica
+    budget: int  # tokens per step
+    max_len: int  # ISL + OSL
+    graph: int  # largest captured CUDA graph batch (0: no padded graphs)
+    kv_fp8: bool
+    k_draft: int  # MTP draft tokens (0: none)
+    on_the_fly: bool  # quantize BF16 weights to FP8 at load (vLLM / SGLang --quantization fp8)
+    poll: int  # decode steps between polls for new requests (SGLang)
+    wait_iters: int  # TensorRT-LLM batching wait
+    wait_ratio: float
+
+
+def _trtllm(p: _Point, notes: list[str]) -> Launch:
     # attention DP ("DEP"): tp_size counts every GPU of the stage, each rank runs its own attention
     # and batch (dsr1_fp8_b200_trt_mtp.sh: MAX_BATCH_SIZE = CONC / TP with enable_attention_dp)
-    if dp > 1 and t > 1:
-        notes.append(f"attention groups of {t} GPUs with attention data parallelism: TensorRT-LLM's attention DP "
-                     f"runs one GPU per group; this launch uses tp_size {t * dp} with one-GPU attention groups")
-    per_rank = max(1, -(-batch // dp))
+    if p.dp > 1 and p.t > 1:
+        notes.append(f"attention groups of {p.t} GPUs with attention data parallelism: TensorRT-LLM's attention DP "
+                     f"runs one GPU per group; this launch uses tp_size {p.t * p.dp} with one-GPU attention groups")
+    per_rank = max(1, -(-p.batch // p.dp))
     opts: dict[str, Any] = {}
-    if graph:  # CUDA graphs padded up to a captured size, captured to the rank's batch
-        opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": min(per_rank, graph)}
-    opts["kv_cache_config"] = {"dtype": "fp8" if kv_fp8 else "auto", "enable_block_reuse": False}
-    opts["enable_attention_dp"] = dp > 1
-    if wait_iters:
-        opts["batch_wait_timeout_iters"] = int(wait_iters)
-        opts["batch_wait_max_tokens_ratio"] = float(wait_ratio)
-    if k_draft:
-        opts["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": k_draft}
-    argv = ["trtllm-serve", ckpt, "--backend", "pytorch", "--tp_size", str(t * dp), "--pp_size", str(pp),
-            "--ep_size", str(ep), "--max_batch_size", str(per_rank), "--max_num_tokens", str(budget),
-            "--max_seq_len", str(max_len), "--extra_llm_api_options", TRTLLM_OPTIONS_FILE]
+    if p.graph:  # CUDA graphs padded up to a captured size, captured to the rank's batch
+        opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": min(per_rank, p.graph)}
+    opts["kv_cache_config"] = {"dtype": "fp8" if p.kv_fp8 else "auto", "enable_block_reuse": False}
+    opts["enable_attention_dp"] = p.dp > 1
+    if p.wait_iters:
+        opts["batch_wait_timeout_iters"] = p.wait_iters
+        opts["batch_wait_max_tokens_ratio"] = p.wait_ratio
+    if p.k_draft:
+        opts["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": p.k_draft}
+    argv = ["trtllm-serve", p.ckpt, "--backend", "pytorch", "--tp_size", str(p.t * p.dp), "--pp_size", str(p.pp),
+            "--ep_size", str(p.ep), "--max_batch_size", str(per_rank), "--max_num_tokens", str(p.budget),
+            "--max_seq_len", str(p.max_len), "--extra_llm_api_options", TRTLLM_OPTIONS_FILE]
     return Launch("trtllm", tuple(argv), {TRTLLM_OPTIONS_FILE: _yaml(opts) + "\n"}, tuple(notes))
 
 
-def _vllm(ckpt, t, pp, ep, dp, batch, budget, max_len, kv_fp8, k_draft, quantize_fp8, notes) -> Launch:
-    argv = ["vllm", "serve", ckpt, "--tensor-parallel-size", str(t), "--pipeline-parallel-size", str(pp),
-            "--max-num-seqs", str(max(1, -(-batch // dp))), "--max-num-batched-tokens", str(budget),
-            "--max-model-len", str(max_len), "--no-enable-prefix-caching"]
-    if dp > 1:
-        argv += ["--data-parallel-size", str(dp)]
-    if ep > 1:
+def _vllm(p: _Point, notes: list[str]) -> Launch:
+    argv = ["vllm", "serve", p.ckpt, "--tensor-parallel-size", str(p.t), "--pipeline-parallel-size", str(p.pp),
+            "--max-num-seqs", str(max(1, -(-p.batch // p.dp))), "--max-num-batched-tokens", str(p.budget),
+            "--max-model-len", str(p.max_len), "--no-enable-prefix-caching"]
+    if p.dp > 1:
+        argv += ["--data-parallel-size", str(p.dp)]
+    if p.ep > 1:
         argv += ["--enable-expert-parallel"]
-        if ep != t * dp:
-            notes.append(f"vLLM's expert parallelism spans all {t * dp} GPUs of the stage; this point has ep={ep}")
-    if kv_fp8:
+        if p.ep != p.t * p.dp:
+            notes.append(f"vLLM's expert parallelism spans all {p.t * p.dp} GPUs of the stage; this point has ep={p.ep}")
+    if p.kv_fp8:
         argv += ["--kv-cache-dtype", "fp8"]
-    if quantize_fp8:
+    if p.on_the_fly:
         argv += ["--quantization", "fp8"]
-    if k_draft:
-        argv += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": k_draft})]
+    if p.k_draft:
+        argv += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": p.k_draft})]
     return Launch("vllm", tuple(argv), {}, tuple(notes))
 
 
-def _sglang(ckpt, t, pp, ep, dp, batch, budget, max_len, graph, kv_fp8, k_draft, quantize_fp8, notes) -> Launch:
-    # SGLang's tensor-parallel size counts every GPU of the stage; --dp-size splits the attention
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", ckpt, "--tensor-parallel-size", str(t * dp),
-            "--pipeline-parallel-size", str(pp), "--ep-size", str(ep), "--max-running-requests", str(batch),
-            "--chunked-prefill-size", str(budget), "--context-length", str(max_len), "--disable-radix-cache"]
-    if graph:
-        argv += ["--cuda-graph-max-bs", str(graph)]
-    if dp > 1:
-        argv += ["--enable-dp-attention", "--data-parallel-size", str(dp)]
-    if kv_fp8:
+def _sglang(p: _Point, notes: list[str]) -> Launch:
+    # SGLang's tensor-parallel size counts every GPU of the stage; --data-parallel-size splits the attention
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", p.ckpt, "--tensor-parallel-size", str(p.t * p.dp),
+            "--pipeline-parallel-size", str(p.pp), "--ep-size", str(p.ep), "--max-running-requests", str(p.batch),
+            "--chunked-prefill-size", str(p.budget), "--context-length", str(p.max_len), "--disable-radix-cache"]
+    if p.graph:
+        argv += ["--cuda-graph-max-bs", str(p.graph)]
+    if p.dp > 1:
+        argv += ["--enable-dp-attention", "--data-parallel-size", str(p.dp)]
+    if p.kv_fp8:
         argv += ["--kv-cache-dtype", "fp8_e4m3"]
-    if quantize_fp8:
+    if p.on_the_fly:
         argv += ["--quantization", "fp8"]
-    if k_draft:  # the model's MTP module as EAGLE drafting, one candidate per step (dsr1_fp8_b200_mtp.sh)
-        argv += ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", str(k_draft),
-                 "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k_draft + 1)]
+    if p.k_draft:  # the model's MTP module as EAGLE drafting, one candidate per step (dsr1_fp8_b200_mtp.sh)
+        argv += ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", str(p.k_draft),
+                 "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(p.k_draft + 1)]
+    if p.poll > 1:  # the scheduler takes in new requests every poll decode steps
+        argv += ["--scheduler-recv-interval", str(p.poll)]
     return Launch("sglang", tuple(argv), {}, tuple(notes))
 
 
