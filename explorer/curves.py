@@ -69,7 +69,7 @@ _IX_RECIPES = "SemiAnalysisAI/InferenceX@1fc5d73cdd31c7fbdd657f3c7e5ec2180f4b059
 #: scheduler takes in new requests every N decode steps), as (model preset, hardware kind, weight
 #: format or None for any, tp or None for any, N below 16 clients, N at 16 clients or more, source).
 #: The B200 DeepSeek-R1 recipes pass ``--scheduler-recv-interval`` ("recv every ~10 requests; if CONC
-#: >= 16, relax to ~30"); the MI300X / MI325X ones ``--num-continuous-decode-steps=4`` (four decode
+#: >= 16, relax to ~30"); the MI300X / MI325X / MI355X ones ``--num-continuous-decode-steps=4`` (four decode
 #: steps back to back, no request taken in between).  Other SGLang recipes set neither (the H200 one:
 #: dsr1_fp8_h200.sh).  Read at one commit of the recipes; runs of other dates may have used others.
 INFERENCEX_SGLANG_POLL: tuple[tuple[str, str, str | None, int | None, int, int, str], ...] = (
@@ -78,6 +78,7 @@ INFERENCEX_SGLANG_POLL: tuple[tuple[str, str, str | None, int | None, int, int, 
     ("deepseek-v3", "b200", "fp8", 4, 10, 10, _IX_RECIPES + "dsr1_fp8_b200.sh"),
     ("deepseek-v3", "mi300x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi300x.sh"),
     ("deepseek-v3", "mi325x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi325x.sh"),
+    ("deepseek-v3", "mi355x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi355x.sh and dsr1_fp4_mi355x.sh"),
 )
 
 

@@ -63,6 +63,7 @@ def test_inferencex_recipe_table():
     assert recipe_poll_interval("deepseek-v3", "b200", "fp4", 4, 16) == 30
     assert recipe_poll_interval("deepseek-v3", "b200", "fp8", 4, 64) == 10  # the FP8 TP4 recipe keeps 10
     assert recipe_poll_interval("deepseek-v3", "mi300x", "fp8", 8, 4) == 4
+    assert recipe_poll_interval("deepseek-v3", "mi355x", "fp4", 8, 64) == 4
     assert recipe_poll_interval("deepseek-v3", "h200", "fp8", 8, 64) == 1
     assert recipe_poll_interval("llama-3.1-70b", "b200", "fp8", 8, 64) == 1
 
