@@ -57,12 +57,11 @@ DERIVED_THROUGHPUT_BIAS = 1.023
 #: options when ISL = OSL = 1024 and TP < 8, with ``--max_num_tokens 16384``
 #: (SemiAnalysisAI/InferenceX@a267b4bd52f1cd162813fedfdcffb73936128dab:benchmarks/70b_fp8_h200_trt_slurm.sh
 #: and benchmarks/70b_fp8_b200_trt_slurm.sh).  Other recipes set none.
-#: Entries: (model preset, hardware kind or None for any, isl, osl, largest tp, fewest and most
-#: clients, timeout iterations, token ratio).  Not applied (tried 2026-12-02, docs/validation_notes.md):
-#: the DeepSeek-R1 FP8 B200 script's DELAY_BATCHING at 1k/1k and 64-255 clients (40 iterations, 0.8;
+#: Not applied (tried 2026-12-02, docs/validation_notes.md): the DeepSeek-R1 FP8 B200 script's
+#: DELAY_BATCHING at 1k/1k and 64-255 clients (40 iterations, 0.8;
 #: SemiAnalysisAI/InferenceX@0a919c5f81cec20c030d748c813de41c8c415db1:benchmarks/dsr1_fp8_b200_trt.sh).
-INFERENCEX_TRT_BATCH_WAIT: tuple[tuple[str, str | None, int, int, int, int, int, int, float], ...] = (
-    ("llama-3.1-70b", None, 1024, 1024, 7, 1, 10**9, 20, 0.9),
+INFERENCEX_TRT_BATCH_WAIT: tuple[tuple[str, int, int, int, int, float], ...] = (
+    ("llama-3.1-70b", 1024, 1024, 7, 20, 0.9),
 )
 _IX_RECIPES = "SemiAnalysisAI/InferenceX@1fc5d73cdd31c7fbdd657f3c7e5ec2180f4b0598:benchmarks/"
 #: Request polling the InferenceX SGLang recipes set (explorer/engine/engine_step.py ``poll``: the
@@ -243,9 +242,8 @@ def curve_cases(data: dict, where: str) -> list:
             if _inferencex(text):
                 values["benchmark"] = "inferencex"  # num_prompts = 10*conc: the mean TTFT includes the opening burst
                 if rt.name == "trtllm" and recipe_waits_enabled():
-                    for model, r_hw, r_isl, r_osl, tp_max, c_lo, c_hi, iters, ratio in INFERENCEX_TRT_BATCH_WAIT:
-                        if (preset.shape.name == model and r_hw in (None, hw.name) and (isl, osl) == (r_isl, r_osl)
-                                and tp <= tp_max and c_lo <= conc <= c_hi):
+                    for model, r_isl, r_osl, tp_max, iters, ratio in INFERENCEX_TRT_BATCH_WAIT:
+                        if preset.shape.name == model and (isl, osl) == (r_isl, r_osl) and tp <= tp_max:
                             values.update(batch_wait_iters=iters, batch_wait_ratio=ratio)
                     budget = recipe_max_num_tokens(preset.shape.name, hw.name, int(isl), int(conc))
                     if budget:

@@ -208,6 +208,11 @@ class _Point:
     wait_iters: int  # TensorRT-LLM batching wait
     wait_ratio: float
 
+    @property
+    def per_rank(self) -> int:
+        """Running requests of one attention data-parallel rank (the engines that split the clients)."""
+        return max(1, -(-self.batch // self.dp))
+
 
 def _trtllm(p: _Point, notes: list[str]) -> Launch:
     # attention DP ("DEP"): tp_size counts every GPU of the stage, each rank runs its own attention
@@ -215,10 +220,9 @@ def _trtllm(p: _Point, notes: list[str]) -> Launch:
     if p.dp > 1 and p.t > 1:
         notes.append(f"attention groups of {p.t} GPUs with attention data parallelism: TensorRT-LLM's attention DP "
                      f"runs one GPU per group; this launch uses tp_size {p.t * p.dp} with one-GPU attention groups")
-    per_rank = max(1, -(-p.batch // p.dp))
     opts: dict[str, Any] = {}
     if p.graph:  # CUDA graphs padded up to a captured size, captured to the rank's batch
-        opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": min(per_rank, p.graph)}
+        opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": min(p.per_rank, p.graph)}
     opts["kv_cache_config"] = {"dtype": "fp8" if p.kv_fp8 else "auto", "enable_block_reuse": False}
     opts["enable_attention_dp"] = p.dp > 1
     if p.wait_iters:
@@ -227,14 +231,14 @@ def _trtllm(p: _Point, notes: list[str]) -> Launch:
     if p.k_draft:
         opts["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": p.k_draft}
     argv = ["trtllm-serve", p.ckpt, "--backend", "pytorch", "--tp_size", str(p.t * p.dp), "--pp_size", str(p.pp),
-            "--ep_size", str(p.ep), "--max_batch_size", str(per_rank), "--max_num_tokens", str(p.budget),
+            "--ep_size", str(p.ep), "--max_batch_size", str(p.per_rank), "--max_num_tokens", str(p.budget),
             "--max_seq_len", str(p.max_len), "--extra_llm_api_options", TRTLLM_OPTIONS_FILE]
     return Launch("trtllm", tuple(argv), {TRTLLM_OPTIONS_FILE: _yaml(opts) + "\n"}, tuple(notes))
 
 
 def _vllm(p: _Point, notes: list[str]) -> Launch:
     argv = ["vllm", "serve", p.ckpt, "--tensor-parallel-size", str(p.t), "--pipeline-parallel-size", str(p.pp),
-            "--max-num-seqs", str(max(1, -(-p.batch // p.dp))), "--max-num-batched-tokens", str(p.budget),
+            "--max-num-seqs", str(p.per_rank), "--max-num-batched-tokens", str(p.budget),
             "--max-model-len", str(p.max_len), "--no-enable-prefix-caching"]
     if p.dp > 1:
         argv += ["--data-parallel-size", str(p.dp)]
