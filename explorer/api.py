@@ -70,6 +70,7 @@ def evaluate(
     fabric: str | None = None,
     poll_interval: int = 1,
     max_num_tokens: int = 0,
+    allreduce_fusion: int = 0,
 ) -> dict[str, Any]:
     """Score one design point; ``batch`` is the number of concurrent requests (closed-loop
     clients); ``batch='max'`` picks the highest-throughput feasible one.
@@ -106,6 +107,12 @@ def evaluate(
     ``max_num_tokens`` (0 by default: the runtime profile's ``max_tokens_per_step``): the tokens one
     step may carry, as a launch sets it (``--max_num_tokens``, ``--max-num-batched-tokens``,
     ``--chunked-prefill-size``).
+
+    ``allreduce_fusion`` (0 by default: the runtime profile's ``fusion.allreduce_norm`` and
+    ``collectives.custom_allreduce``): 1 runs each tensor-parallel all-reduce as one fused kernel with the
+    residual add and RMSNorm after it (FlashInfer's port of TensorRT-LLM's one-/two-shot all-reduce:
+    vLLM's ``fuse_allreduce_rms``, SGLang's ``--enable-flashinfer-allreduce-fusion``), -1 as NCCL's with
+    separate norm kernels.
 
     ``num_requests`` (0, off, by default): a finite offline run of that many requests queued at
     once, as ``trtllm-bench throughput`` runs (:mod:`explorer.offline_run`: the concurrency is at most
@@ -178,6 +185,8 @@ def evaluate(
     base["poll_interval"] = float(poll_interval)
     check_number(max_num_tokens, "--max-num-tokens", None, min_value=0, max_value=1e7, integer=True)
     base["max_num_tokens"] = float(max_num_tokens)
+    check_number(allreduce_fusion, "--allreduce-fusion", None, min_value=-1, max_value=1, integer=True)
+    base["allreduce_fusion"] = float(allreduce_fusion)
     base.update(batch_wait_iters=float(batch_wait_iters), batch_wait_ratio=float(batch_wait_ratio),
                 front_end=1.0 if front_end else 0.0, num_requests=float(num_requests))
     design, table = build_design(base, "evaluate")
@@ -212,6 +221,8 @@ def evaluate(
         out["deployment"]["poll_interval"] = int(poll_interval)
     if max_num_tokens:
         out["deployment"]["max_num_tokens"] = int(max_num_tokens)
+    if allreduce_fusion:
+        out["deployment"]["allreduce_fusion"] = "on" if allreduce_fusion > 0 else "off"
     out["band"] = error_band(out, rt, bool(out["shape"].get("experts", 0)), hw)
     if spec:
         out["speculation"] = speculative.describe(spec["draft_tokens"], spec["acceptance_per_position"],

@@ -34,10 +34,13 @@ Reading rules (each documented where it is applied):
   was judged against it.
 * **Deployment.** ``tp``/``ep`` as given (``ep`` only for MoE models); ``dp_attention: true`` is
   attention data parallelism over the ``tp`` GPUs (``t = 1, dp = tp``: TensorRT-LLM "DEP", SGLang
-  ``--enable-dp-attention``); ``num_gpus`` must equal ``tp * pp``.
+  ``--enable-dp-attention``); ``num_gpus`` must equal ``tp * pp``.  The all-reduce + RMSNorm fusion as
+  the run had it (:func:`recipe_allreduce_fusion`: off for vLLM before 0.17, on where the recipe asks).
 * **Precision.** As :func:`explorer.validate.precision_policy` (FP8 -> fp8, NVFP4 -> fp4, MXFP4
   gpt-oss -> fp4 on Blackwell, MXFP4 weight-only on Hopper).  The model label may carry a format
-  suffix (``Qwen3-235B-A22B-FP8``), which is dropped to find the preset.
+  suffix (``Qwen3-235B-A22B-FP8``), which is dropped to find the preset.  The KV cache is the
+  policy's (FP8) unless the run's InferenceX recipe left its dtype at ``auto``
+  (:data:`INFERENCEX_KV_CACHE`: BF16 for DeepSeek-R1 under SGLang on H200 and gpt-oss on Hopper).
 """
 
 from __future__ import annotations
@@ -79,6 +82,71 @@ INFERENCEX_SGLANG_POLL: tuple[tuple[str, str, str | None, int | None, int, int, 
     ("deepseek-v3", "mi325x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi325x.sh"),
     ("deepseek-v3", "mi355x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi355x.sh and dsr1_fp4_mi355x.sh"),
 )
+
+
+#: KV-cache formats of the InferenceX recipes that leave ``--kv-cache-dtype`` / ``kv_cache_config.dtype``
+#: at ``auto`` -- the checkpoint's activation dtype, BF16 for these models -- as (model preset,
+#: runtime, hardware kinds, KV format, source).  Every other recipe of the curves asks for FP8 (the
+#: Llama-3.3-70B vLLM and TensorRT-LLM scripts, DeepSeek-R1 on MI300X / MI325X / B200, gpt-oss on
+#: B200), which the precision policy already gives.  BF16 KV doubles the cache's bytes: its reads in
+#: every decode step and the memory that caps the running batch.  Read at one commit of the
+#: recipes; runs of other dates may have used others.
+INFERENCEX_KV_CACHE: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
+    ("deepseek-v3", "sglang", ("h200",), "bf16", _IX_RECIPES + "dsr1_fp8_h200.sh (no --kv-cache-dtype)"),
+    ("gpt-oss-120b", "vllm", ("h100", "h200"), "bf16",
+     _IX_RECIPES + "gptoss_fp4_h100.sh and @16cd95561e3c4c8115e2558658f626370c573c9d:benchmarks/gptoss_fp4_h200.sh"
+     " (no kv-cache-dtype)"),
+    ("gpt-oss-120b", "trtllm", ("h200",), "bf16",
+     "SemiAnalysisAI/InferenceX@111f0312c13b4c3cca0dd365f6db4c017048f0d3:benchmarks/gptoss_fp4_h200_trt.sh and "
+     "@2e46dba0393537668d37d83b532fff2cdbbad231:benchmarks/gptoss_fp4_h200_trt_slurm.sh (kv_cache_config dtype: auto)"),
+)
+
+
+def recipe_kv_cache(model: str, runtime: str, hardware: str) -> str | None:
+    """The KV-cache format an InferenceX recipe ran with where it is not the precision policy's
+    (:data:`INFERENCEX_KV_CACHE`), else None."""
+    for m, rt, kinds, kv, _ in INFERENCEX_KV_CACHE:
+        if m == model and rt == runtime and hardware in kinds:
+            return kv
+    return None
+
+
+#: The all-reduce + RMSNorm fusion (design column ``allreduce_fusion``, explorer/design.py) as the runs had
+#: it, where it is not the runtime profile's.  vLLM turns it on by default from 0.17 (the ``-O2`` default
+#: optimisation level: vllm-project/vllm#34299, merged 2026-02-11, "Enable AR+rms fusion by default";
+#: vllm-project/recipes#325: the flag "is no longer needed as of vLLM v0.17"), which runtimes/vllm.yaml
+#: describes; runs of an older vLLM had NCCL's all-reduce and separate norms unless their recipe asked
+#: for the fusion.  Recipes that ask for it, as (model preset, runtime, hardware kinds, weight format or
+#: None for any, source):
+INFERENCEX_ALLREDUCE_FUSION: tuple[tuple[str, str, tuple[str, ...], str | None, str], ...] = (
+    ("llama-3.1-70b", "vllm", ("b200",), None,
+     "SemiAnalysisAI/InferenceX@bb4c7f9389a89b399fb0bd0090944713baea59e5:benchmarks/70b_fp8_b200_docker.sh "
+     "(compilation-config pass_config enable_fi_allreduce_fusion: true)"),
+    ("deepseek-v3", "sglang", ("b200",), "fp4", _IX_RECIPES + "dsr1_fp4_b200.sh (--enable-flashinfer-allreduce-fusion)"),
+)
+#: the first vLLM release whose default turns the fusion on
+VLLM_ALLREDUCE_FUSION_SINCE = (0, 17)
+
+
+def _release(version: Any) -> tuple[int, ...] | None:
+    """``"0.10.2"`` -> (0, 10, 2); None where the label has no leading dotted number."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(version or ""))
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def recipe_allreduce_fusion(model: str, runtime: str, hardware: str, precision: str, version: Any,
+                            recipes: bool = True) -> int:
+    """``allreduce_fusion`` of a run: 1 where its InferenceX recipe (``recipes``: the run is one) turns
+    the fusion on (:data:`INFERENCEX_ALLREDUCE_FUSION`), -1 for a vLLM older than
+    :data:`VLLM_ALLREDUCE_FUSION_SINCE` (its default was off), else 0 (the runtime profile's; also
+    where the version is not stated)."""
+    for m, rt, kinds, fmt, _ in INFERENCEX_ALLREDUCE_FUSION if recipes else ():
+        if m == model and rt == runtime and hardware in kinds and fmt in (None, precision):
+            return 1
+    rel = _release(version)
+    if runtime == "vllm" and rel is not None and rel < VLLM_ALLREDUCE_FUSION_SINCE:
+        return -1
+    return 0
 
 
 def recipe_max_num_tokens(model: str, hardware: str, isl: int, clients: int) -> int:
@@ -187,6 +255,7 @@ def curve_cases(data: dict, where: str) -> list:
     (never dropped, never an exception); a file that is not a curves file raises SpecError."""
     from explorer.hardware import Hardware
     from explorer.model import get_preset
+    from explorer.precision import with_kv_cache
     from explorer.validate import Case, extra_keys_note, gpu_hardware, precision_policy
     from explorer.validate import positive_number as _positive
     from explorer.validate import whole_number as _whole
@@ -252,6 +321,14 @@ def curve_cases(data: dict, where: str) -> list:
                     poll = recipe_poll_interval(preset.shape.name, hw.name, str(prec), tp, conc)
                     if poll > 1:
                         values["poll_interval"] = poll
+                kv = recipe_kv_cache(preset.shape.name, rt.name, hw.name)
+                if kv is not None:
+                    values["precision"] = with_kv_cache(prec, kv)
+            fusion = recipe_allreduce_fusion(preset.shape.name, rt.name, hw.name, str(prec),
+                                             raw.get("framework_version") or meta.get("framework_version"),
+                                             recipes=_inferencex(text))
+            if fusion:
+                values["allreduce_fusion"] = fusion
             family = "moe" if preset.shape.experts else "dense"
             common: dict[str, Any] = dict(kind="curve", regime="curve", hardware=hw.name, values=values,
                                           num_gpus=n_gpus, trust=str(raw.get("trust", "")), curve=cid,

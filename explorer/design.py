@@ -27,7 +27,7 @@ DEPLOY_DEFAULTS: dict[str, float] = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "moe_im
                                    "pool_prefill": 0, "pool_decode": 0, "latency_percentiles": 0,
                                    "isl_cv": 0.0, "osl_cv": 0.0, "batch_wait_iters": 0, "batch_wait_ratio": 0.0,
                                    "front_end": 0, "num_requests": 0, "poll_interval": 1,
-                                   "max_num_tokens": 0}
+                                   "max_num_tokens": 0, "allreduce_fusion": 0}
 TEXT_COLUMNS = ("model", "hardware", "precision", "runtime")
 
 
@@ -139,6 +139,15 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     # --chunked-prefill-size) replaces its runtime profile's where given (> 0)
     if "max_num_tokens" in out and (out["max_num_tokens"] > 0).any():
         out["rt_max_tokens"] = np.where(out["max_num_tokens"] > 0, out["max_num_tokens"], out["rt_max_tokens"])
+    # a deployment's own all-reduce fusion (vLLM's pass_config fuse_allreduce_rms, SGLang's
+    # --enable-flashinfer-allreduce-fusion) replaces its runtime profile's where given: 1 = the fused
+    # kernel (FlashInfer's port of TensorRT-LLM's one-/two-shot all-reduce with the residual add and
+    # RMSNorm in it: the profile's fusion.allreduce_norm and collectives.custom_allreduce both on),
+    # -1 = NCCL's all-reduce and separate norm kernels (both off), 0 = the profile's
+    if "allreduce_fusion" in out and (out["allreduce_fusion"] != 0).any():
+        f = out["allreduce_fusion"]
+        for k in ("rt_ar_norm", "rt_custom_ar"):
+            out[k] = np.where(f > 0, 1.0, np.where(f < 0, 0.0, out[k]))
     # speculative decoding / MTP (explorer/speculative.py): ``spec_*`` columns only when asked for
     if any(values.get(k) is not None for k in speculative.VALUE_KEYS):
         out.update(_spec_columns(values, out, n, full, where))

@@ -178,13 +178,17 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
     if poll > 1 and rt_name != "sglang":
         notes.append(f"polling for new requests every {poll} steps is SGLang's (--scheduler-recv-interval); "
                      f"{rt_name} takes them in every step")
+    fusion = str(d.get("allreduce_fusion", ""))  # "on" / "off" where the point sets it (api.evaluate)
+    if fusion == "off" and rt_name == "trtllm":
+        notes.append("TensorRT-LLM fuses its tensor-parallel all-reduces with the RMSNorm after them whatever the "
+                     "launch says; the point was scored without that fusion")
     if batch_wait_iters and rt_name != "trtllm":
         notes.append("the batching wait is TensorRT-LLM's (batch_wait_timeout_iters); this runtime has none")
     pt = _Point(ckpt=ckpt, t=t, pp=pp, ep=ep, dp=dp, batch=batch,
                 budget=int(d.get("max_num_tokens") or rt.max_tokens_per_step), max_len=isl + osl,
                 graph=min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0, kv_fp8=kv_fp8,
                 k_draft=k_draft, on_the_fly=on_the_fly, poll=poll, wait_iters=int(batch_wait_iters),
-                wait_ratio=float(batch_wait_ratio))
+                wait_ratio=float(batch_wait_ratio), fusion=fusion)
     return {"trtllm": _trtllm, "vllm": _vllm, "sglang": _sglang}[rt_name](pt, notes)
 
 
@@ -207,6 +211,7 @@ class _Point:
     poll: int  # decode steps between polls for new requests (SGLang)
     wait_iters: int  # TensorRT-LLM batching wait
     wait_ratio: float
+    fusion: str = ""  # all-reduce + RMSNorm fusion asked for: "on", "off", or "" (the runtime's default)
 
     @property
     def per_rank(self) -> int:
@@ -252,6 +257,8 @@ def _vllm(p: _Point, notes: list[str]) -> Launch:
         argv += ["--quantization", "fp8"]
     if p.k_draft:
         argv += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": p.k_draft})]
+    if p.fusion:  # on by default from v0.17 at -O2 (runtimes/vllm.yaml)
+        argv += ["--compilation-config", json.dumps({"pass_config": {"fuse_allreduce_rms": p.fusion == "on"}})]
     return Launch("vllm", tuple(argv), {}, tuple(notes))
 
 
@@ -273,6 +280,8 @@ def _sglang(p: _Point, notes: list[str]) -> Launch:
                  "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(p.k_draft + 1)]
     if p.poll > 1:  # the scheduler takes in new requests every poll decode steps
         argv += ["--scheduler-recv-interval", str(p.poll)]
+    if p.fusion == "on":  # off by default (runtimes/sglang.yaml)
+        argv += ["--enable-flashinfer-allreduce-fusion"]
     return Launch("sglang", tuple(argv), {}, tuple(notes))
 
 

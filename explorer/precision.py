@@ -161,6 +161,13 @@ def parse_precision(value: object, where: str = "precision", key: str | None = N
     return Precision(fw.name, fa.name, fkv.name)
 
 
+def with_kv_cache(value: object, kv_cache: str) -> str:
+    """The label of precision ``value`` with its KV cache in format ``kv_cache`` (a policy name where
+    one fits: ``with_kv_cache("fp8", "bf16")`` -> ``"w:fp8/a:fp8/kv:bf16"``)."""
+    p = parse_precision(value)
+    return Precision(p.weights, p.activations, get_format(kv_cache, "precision", "kv_cache").name).label
+
+
 def compute_format(weights: str, activations: str) -> str:
     """Tensor format the GEMM runs in: the wider of the two tensor formats (weight-only -> activations)."""
     fw, fa = FORMATS[weights], FORMATS[activations]

@@ -70,7 +70,7 @@ __all__ = ["COMPONENTS", "DESIGN_COLUMNS", "DISAGG_COLUMNS", "MAX_BATCH_GRID", "
 DEPLOY_COLUMNS = ("isl", "osl", "batch", "request_rate", "disagg", "ttft_extra_s", "prefill_tp", "prefill_pp",
                   "pool_prefill", "pool_decode", "latency_percentiles", "isl_cv", "osl_cv", "batch_wait_iters",
                   "batch_wait_ratio", "front_end", "num_requests", "tp", "pp", "ep", "dp", "b_w", "b_a", "b_kv", "compute_fmt",
-                  "fmt_mask", "hw_idx", "moe_imbalance", "w_only", "poll_interval", "max_num_tokens") + RUNTIME_COLUMNS
+                  "fmt_mask", "hw_idx", "moe_imbalance", "w_only", "poll_interval", "max_num_tokens", "allreduce_fusion") + RUNTIME_COLUMNS
 DESIGN_COLUMNS = SHAPE_COLUMNS + DEPLOY_COLUMNS
 
 #: Passes of the closed-loop fixed point (step costs -> batches -> step costs).  Measured on the

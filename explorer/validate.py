@@ -115,7 +115,7 @@ SPEC_VALUES = {"draft_tokens": 0, "acceptance": 0.0}
 #: pool of a disaggregated deployment)
 OPTIONAL_VALUES = {"disagg": 0.0, "isl_cv": 0.0, "osl_cv": 0.0, "request_rate": 0.0, "batch_wait_iters": 0.0,
                    "batch_wait_ratio": 0.0, "latency_percentiles": 0.0, "num_requests": 0.0, "poll_interval": 1.0,
-                   "max_num_tokens": 0.0}
+                   "max_num_tokens": 0.0, "allreduce_fusion": 0.0}
 #: MLPerf scenarios (mlperf.yaml): Offline = saturated; Server/Interactive = Poisson arrivals at the
 #: highest rate whose p99 TTFT/TPOT meet the row's limits (explorer/sla.py)
 MLPERF_SCENARIOS = ("offline", "server", "interactive")

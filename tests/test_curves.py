@@ -51,15 +51,18 @@ def test_row_yields_three_cases_with_inferencex_mean_lengths(fronts, tmp_path):
     assert cases[2].measured == 156.3 and cases[2].column == MEDIAN_TTFT_COLUMN
     assert c.values["latency_percentiles"] == 1.0
     assert c.values["isl_cv"] == c.values["osl_cv"] == pytest.approx(0.2 / (math.sqrt(3.0) * 1.8))
-    # predicted = the simulator at batch = concurrency, on the row's runtime
+    # predicted = the simulator at batch = concurrency, on the row's runtime, with the recipe's KV
+    # cache (dsr1_fp8_h200.sh leaves SGLang's at auto: BF16; explorer/curves.py INFERENCEX_KV_CACHE)
+    assert c.values["precision"] == "w:fp8/a:fp8/kv:bf16"
     pred = predict(cases)
-    r = evaluate("deepseek-r1", "h200", batch=4, isl=922, osl=922, tp=8, precision="fp8", runtime="sglang")
+    r = evaluate("deepseek-r1", "h200", batch=4, isl=922, osl=922, tp=8, precision="w:fp8/a:fp8/kv:bf16",
+                 runtime="sglang")
     assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-9)
     assert pred[1] == pytest.approx(r["tokens_per_s_per_user"], rel=1e-9)
     # the median against the closed-loop p50, without the opening burst (a mean's correction)
     design, table = build_design({"model": np.array(["deepseek-r1"], dtype=object), "hardware": np.array(["h200"], dtype=object),
-                                  "precision": np.array(["fp8"], dtype=object), "runtime": np.array(["sglang"], dtype=object),
-                                  "batch": np.array([4]), "isl": np.array([922]), "osl": np.array([922]), "tp": np.array([8]),
+                                  "precision": np.array(["w:fp8/a:fp8/kv:bf16"], dtype=object),
+                                  "runtime": np.array(["sglang"], dtype=object), "batch": np.array([4]), "isl": np.array([922]), "osl": np.array([922]), "tp": np.array([8]),
                                   "latency_percentiles": np.array([1.0]), "isl_cv": np.array([c.values["isl_cv"]]),
                                   "osl_cv": np.array([c.values["osl_cv"]])}, "test")
     design["front_end"] = np.ones(1)

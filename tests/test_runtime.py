@@ -188,8 +188,8 @@ def test_allreduce_norm_fusion_saves_two_launches_per_layer(tp, dp, fused_kernel
             for f in (0.0, 1.0)}
     launch_s = table.kinds[int(design["hw_idx"][0])].kernel_launch_s
     assert step[0.0] - step[1.0] == pytest.approx(np.full(2, 32 * fused_kernels * launch_s), rel=1e-9, abs=1e-15)
-    assert load_runtime("trtllm").fuse_allreduce_norm
-    assert not load_runtime("vllm").fuse_allreduce_norm and not load_runtime("sglang").fuse_allreduce_norm
+    assert load_runtime("trtllm").fuse_allreduce_norm and load_runtime("vllm").fuse_allreduce_norm  # vLLM >= 0.17
+    assert not load_runtime("sglang").fuse_allreduce_norm
 
 
 def test_offline_benchmark_profile_is_the_engine_without_a_front_end():
@@ -250,8 +250,8 @@ def test_custom_allreduce_in_the_served_step(hardware, tp, custom):
     saved = 32 * 2 * (nccl - np.minimum(nccl, custom_allreduce_s(m, tp, up_bw=k.scaleup_bw, eta_n=k.eta_network)))
     assert step[0.0] - step[1.0] == pytest.approx(saved if custom else np.zeros(2), rel=1e-9, abs=1e-15)
     assert (saved > 0).all()  # at decode sizes the peer-to-peer kernel is the faster (l40s: the fabric forbids it)
-    assert all(load_runtime(n).custom_allreduce for n in ("trtllm", "trtllm-bench", "sglang", "mlperf"))
-    assert not load_runtime("gpt-fast").custom_allreduce and not load_runtime("vllm").custom_allreduce
+    assert all(load_runtime(n).custom_allreduce for n in ("trtllm", "trtllm-bench", "sglang", "mlperf", "vllm"))
+    assert not load_runtime("gpt-fast").custom_allreduce
 
 
 

@@ -118,6 +118,11 @@ def register(sub) -> None:
     p.add_argument("--max-num-tokens", type=lambda t: _whole(t, 0, 10**7), default=0, metavar="N",
                    help="tokens one step may carry, as the launch sets it (trtllm --max_num_tokens, vLLM "
                         "--max-num-batched-tokens, SGLang --chunked-prefill-size); default 0: the runtime profile's")
+    p.add_argument("--allreduce-fusion", choices=("on", "off"), default=None,
+                   help="the tensor-parallel all-reduce fused with the residual add and RMSNorm after it (FlashInfer / "
+                        "TensorRT-LLM one- and two-shot kernels: vLLM pass_config fuse_allreduce_rms, SGLang "
+                        "--enable-flashinfer-allreduce-fusion) or NCCL's and separate norms; default: the runtime "
+                        "profile's")
     p.add_argument("--num-requests", type=lambda t: _whole(t, 0, 10**9), default=0,
                    help="a finite offline run of N requests queued at once, as trtllm-bench throughput runs "
                         "(explorer/offline_run.py: concurrency at most N, plus the ramp and drain); 0 = steady state")
@@ -214,7 +219,8 @@ def run(args) -> int:
                  prefill_tp=args.prefill_tp, prefill_pp=args.prefill_pp, pool_ratio=args.pool_ratio,
                  batch_wait_iters=args.batch_wait_iters, batch_wait_ratio=args.batch_wait_ratio,
                  front_end=args.front_end, num_requests=args.num_requests, fabric=args.fabric,
-                 poll_interval=args.poll_interval, max_num_tokens=args.max_num_tokens)
+                 poll_interval=args.poll_interval, max_num_tokens=args.max_num_tokens,
+                 allreduce_fusion={"on": 1, "off": -1}.get(args.allreduce_fusion or "", 0))
 
     written: list = []
     if args.emit_launch is not None:
