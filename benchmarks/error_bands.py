@@ -31,9 +31,12 @@ from explorer.validate import load_cases  # noqa: E402
 MIN_CASES = 40
 
 
-def bands_text(cv_path: Path, fronts: Path = ROOT / "validation" / "fronts.yaml") -> str:
+CURVE_FILES = (ROOT / "validation" / "fronts.yaml", ROOT / "validation" / "fronts_inferencex.yaml")
+
+
+def bands_text(cv_path: Path, fronts: tuple[Path, ...] = CURVE_FILES) -> str:
     errors = json.loads(cv_path.read_text())["errors"]
-    cases = {c.id: c for c in load_cases(fronts)}
+    cases = {c.id: c for f in fronts if f.exists() for c in load_cases(f)}
     groups: dict[str, dict[str, list[float]]] = {}
     for cid, e in errors.items():
         c = cases.get(cid)
@@ -48,7 +51,7 @@ def bands_text(cv_path: Path, fronts: Path = ROOT / "validation" / "fronts.yaml"
         "# Held-out error bands of the serving figures (explorer/uncertainty.py): signed errors",
         "# predicted/measured - 1 of measured curves left out by configuration, refit without them.",
         "# Written by benchmarks/error_bands.py; do not edit by hand.",
-        f"source: \"benchmarks/cross_validate.py --hold-out config ({cv_path.name}) on validation/fronts.yaml, "
+        f"source: \"benchmarks/cross_validate.py --hold-out config ({cv_path.name}) on validation/fronts.yaml and fronts_inferencex.yaml, "
         "grouped by benchmarks/error_bands.py\"",
         "quantiles: [0.1, 0.5, 0.9]",
         f"min_cases: {MIN_CASES}",

@@ -43,8 +43,11 @@ from explorer.runtime import FITTED_KEYS, Runtime, RuntimeFit, load_runtime
 from explorer.validate import DEFAULT_MEASUREMENTS, SERVED_KINDS, Case, load_cases, predict
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
-#: The files one calibration fits on (shipped copies of shared/validation, each row with its source).
-DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml", VALIDATION_DIR / "kernels.yaml",
+#: The files one calibration fits on (shipped copies of shared/validation, each row with its source;
+#: fronts_inferencex.yaml: the InferenceX curves of the public dashboard fixture that fronts.yaml does
+#: not hold, built by benchmarks/fixture_curves.py -- validation/sources/README.md).
+DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml",
+                 VALIDATION_DIR / "fronts_inferencex.yaml", VALIDATION_DIR / "kernels.yaml",
                  VALIDATION_DIR / "mlperf.yaml")
 
 #: ``calibrate --hardware all`` fits only kinds with at least this many cases: fewer cannot
@@ -67,6 +70,7 @@ PARAMS: dict[str, tuple[str, float, float, float, float | None]] = {
     "dequant": ("eta_dequant", 0.2, 1.0, 1.0, None),
     "kernel_launch_us": ("kernel_launch_s", 0.0, 30e-6, 1e6, 5e-6),
     "moe_group_us": ("moe_group_s", 0.0, 20e-6, 1e6, 2e-6),
+    "served_latency": ("served_latency", 0.05, 1.0, 1.0, None),
 }
 #: runtime parameters (per runtime on the kind): name -> (RuntimeFit field, prior scale or None for log prior)
 RT_PARAMS: dict[str, tuple[str, float | None]] = {
@@ -81,7 +85,7 @@ RT_PARAMS: dict[str, tuple[str, float | None]] = {
 EFFICIENCY_KEYS = ("compute", "memory", "network", "moe", "dequant")
 OVERHEAD_KEYS = ("kernel_launch_us",)
 #: fitted figures written into the efficiency block besides the efficiencies
-EFFICIENCY_EXTRA = ("moe_group_us",)
+EFFICIENCY_EXTRA = ("moe_group_us", "served_latency")
 
 
 def load_all_cases(files: Sequence[str | Path] = DEFAULT_FILES) -> list[Case]:
@@ -154,6 +158,21 @@ def _group(c: Case) -> str:
     return "kernel"
 
 
+def out_of_memory_cases(cases: list[Case], hw: Hardware) -> list[Case]:
+    """The served cases whose measured deployment the model finds out of memory (reason 6): it ran,
+    so the memory budget (usable share, runtime reserve, workspace) is wrong there, and its speed is
+    not evidence about the kind's speed factors -- the model scores such a point as if one sequence
+    fit, so a fit would chase it (DeepSeek-R1 FP8 on 4xB200 in fronts_inferencex.yaml: 168 GB of
+    weights per GPU against 165.6 GB usable, measured up to 4x slower than that).  Memory does not
+    depend on any fitted factor, so the set is the same at every step of a fit.  ``validate`` still
+    scores them, with the reason in the case's note."""
+    served = [c for c in cases if c.kind in SERVED_KINDS and not c.saturated]
+    if not served:
+        return []
+    predict(served, {hw.name: hw})
+    return [c for c in served if "infeasible in the model (reason code 6)" in (c.note or "")]
+
+
 def case_weights(cases: list[Case]) -> np.ndarray:
     groups = [_group(c) for c in cases]
     counts = {g: groups.count(g) for g in set(groups)}
@@ -202,7 +221,7 @@ def prior_hardware(hw: Hardware) -> Hardware:
 
 #: kind factors that only served measurements identify (no kernel row depends on them): a kind with
 #: no serving curve of its own starts them from its family's (:func:`family_serving_prior`)
-SERVED_ONLY = ("kernel_launch_us", "moe", "moe_group_us", "dequant")
+SERVED_ONLY = ("kernel_launch_us", "moe", "moe_group_us", "dequant", "served_latency")
 
 
 def _served_curves(hw: Hardware) -> bool:
@@ -263,6 +282,8 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
             and not c.values.get("fabric")]  # a cloud fabric's rows fit that fabric (explorer/fabrics.py)
     if not any(c.kind == "curve" for c in mine):
         hw0 = hw0.with_efficiency(**family_serving_prior(hw0))
+    oom = {id(c) for c in out_of_memory_cases(mine, hw0)}
+    mine = [c for c in mine if id(c) not in oom]
     if not mine:
         raise SpecError(", ".join(str(f) for f in files), None,
                         f"no supported case on hardware '{hw0.name}' to calibrate on")
@@ -357,6 +378,7 @@ def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None =
         f"  moe: {_fmt(v['moe'])}",
         f"  dequant: {_fmt(v['dequant'])}",
         f"  moe_group_us: {_fmt(v['moe_group_us'])}",
+        f"  served_latency: {_fmt(v['served_latency'])}",
         "  kind: calibration",
         f"  source: \"explorer calibrate --hardware {fit.hardware.name} on {names}, {date}: "
         f"bounded least squares on log error over {s['cases']} cases (points, curves, kernels jointly), "

@@ -67,6 +67,7 @@ INFERENCEX_TRT_BATCH_WAIT: tuple[tuple[str, int, int, int, int, float], ...] = (
     ("llama-3.1-70b", 1024, 1024, 7, 20, 0.9),
 )
 _IX_RECIPES = "SemiAnalysisAI/InferenceX@1fc5d73cdd31c7fbdd657f3c7e5ec2180f4b0598:benchmarks/"
+_IX_B300 = "SemiAnalysisAI/InferenceX@563248391c2959883e8131b265ae3d995d74d4fa:benchmarks/single_node/"
 #: Request polling the InferenceX SGLang recipes set (explorer/engine/engine_step.py ``poll``: the
 #: scheduler takes in new requests every N decode steps), as (model preset, hardware kind, weight
 #: format or None for any, tp or None for any, N below 16 clients, N at 16 clients or more, source).
@@ -81,6 +82,10 @@ INFERENCEX_SGLANG_POLL: tuple[tuple[str, str, str | None, int | None, int, int, 
     ("deepseek-v3", "mi300x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi300x.sh"),
     ("deepseek-v3", "mi325x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi325x.sh"),
     ("deepseek-v3", "mi355x", None, None, 4, 4, _IX_RECIPES + "dsr1_fp8_mi355x.sh and dsr1_fp4_mi355x.sh"),
+    # B300 runs the B200 recipes as they are ("reuses the B200 FP8 recipe as-is")
+    ("deepseek-v3", "b300", "fp4", None, 10, 30, _IX_B300 + "dsr1_fp4_b300.sh"),
+    ("deepseek-v3", "b300", "fp8", 8, 10, 30, _IX_B300 + "dsr1_fp8_b300.sh"),
+    ("deepseek-v3", "b300", "fp8", 4, 10, 10, _IX_B300 + "dsr1_fp8_b300.sh"),
 )
 
 
@@ -122,7 +127,9 @@ INFERENCEX_ALLREDUCE_FUSION: tuple[tuple[str, str, tuple[str, ...], str | None, 
     ("llama-3.1-70b", "vllm", ("b200",), None,
      "SemiAnalysisAI/InferenceX@bb4c7f9389a89b399fb0bd0090944713baea59e5:benchmarks/70b_fp8_b200_docker.sh "
      "(compilation-config pass_config enable_fi_allreduce_fusion: true)"),
-    ("deepseek-v3", "sglang", ("b200",), "fp4", _IX_RECIPES + "dsr1_fp4_b200.sh (--enable-flashinfer-allreduce-fusion)"),
+    ("deepseek-v3", "sglang", ("b200", "b300"), None,
+     _IX_RECIPES + "dsr1_fp4_b200.sh and dsr1_fp8_b200.sh; " + _IX_B300 + "dsr1_fp4_b300.sh and dsr1_fp8_b300.sh "
+     "(--enable-flashinfer-allreduce-fusion)"),
 )
 #: the first vLLM release whose default turns the fusion on
 VLLM_ALLREDUCE_FUSION_SINCE = (0, 17)
@@ -156,7 +163,7 @@ def recipe_max_num_tokens(model: str, hardware: str, isl: int, clients: int) -> 
     rounded up to 64, at least 8,192; gpt-oss-120b (@1825e7f0676d9adf7a3dbffcf50708907b7b25db:
     benchmarks/gptoss_fp4_b200_trt.sh, @111f0312c13b4c3cca0dd365f6db4c017048f0d3:
     benchmarks/gptoss_fp4_h200_trt.sh): 20,000."""
-    if model == "deepseek-v3" and hardware == "b200":
+    if model == "deepseek-v3" and hardware in ("b200", "h200"):  # and dsr1_fp8_h200_trt.sh, the same formula
         return max(-(-(clients + isl + 64) // 64) * 64, 8192)
     if model == "gpt-oss-120b":
         return 20000

@@ -100,6 +100,13 @@ class Hardware:
     #: fixed seconds per expert group of a grouped (MoE) GEMM: each touched expert's tiles start their
     #: own weight pipeline (prologue, scheduling); fitted by calibration (``efficiency.moe_group_us``)
     moe_group_s: float = 0.0
+    #: share of the kernel benchmarks' fixed GEMM latency (``kernels.kernel_latency_us``) that a GEMM
+    #: of a served step pays (``efficiency.served_latency``; 1 = all of it, the default).  The
+    #: microbenchmarks launch kernels one by one, and on ROCm their fitted fixed cost (18-25 us on
+    #: MI300X/MI325X/MI355X against 3.5-6.5 us on NVIDIA kinds) carries HIP's dispatch cost, which a
+    #: graph-captured serving step does not pay per GEMM (its per-kernel gap is ``kernel_launch_s``).
+    #: A serving residual fitted by calibration on the kind's served rows, bounded by 1.
+    served_latency: float = 1.0
     # --- kernel-level cost parameters (``kernels:`` section; see KERNEL_PARAMS for the defaults)
     kernel_latency_s: float = 0.0  # fixed time of one GEMM/attention kernel run back to back (prologue, fill, tail)
     gemm_epilogue_exposed: float = 0.0  # share of a GEMM's output write that does not overlap its main loop
@@ -154,6 +161,12 @@ class Hardware:
     def supports(self, tensor_format: str) -> bool:
         return tensor_format in self.peak_flops
 
+    @property
+    def served_gemm_latency_s(self) -> float:
+        """Fixed seconds a GEMM of a served step pays besides its roofline time (:attr:`served_latency`
+        of the kernel benchmarks' ``kernel_latency_s``)."""
+        return self.kernel_latency_s * self.served_latency
+
     def with_efficiency(self, **factors: float) -> Hardware:
         """A copy with other efficiency factors or overheads (used by calibration and tests)."""
         return replace(self, **cast(dict[str, Any], factors))
@@ -206,7 +219,8 @@ def _load_file(path: Path) -> Hardware:
     o.string("source")
     kern = _kernel_params(top.section("kernels", required=False))
     e = top.section("efficiency")
-    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "dequant", "moe_group_us", "kind", "source", "notes", "calibration", "transferred"})
+    e.check_keys(set(EFFICIENCY_KEYS) | {"moe", "dequant", "moe_group_us", "served_latency", "kind", "source", "notes",
+                                         "calibration", "transferred"})
     e.string("source")
     kind = e.string("kind", choices={"assumption", "calibration"})
 
@@ -236,6 +250,7 @@ def _load_file(path: Path) -> Hardware:
         eta_moe=e.number("moe", 1.0, min_value=0, max_value=1, min_exclusive=True),
         eta_dequant=e.number("dequant", 1.0, min_value=0, max_value=1, min_exclusive=True),
         moe_group_s=e.number("moe_group_us", 0.0, min_value=0, max_value=100) * US,
+        served_latency=e.number("served_latency", 1.0, min_value=0, max_value=1, min_exclusive=True),
         efficiency_kind=kind,
         aliases=tuple(a.lower() for a in aliases),
         path=where,

@@ -162,14 +162,15 @@ def preset_names() -> list[str]:
 
 
 #: Words a published checkpoint's name adds to the architecture it ships (hub organisation,
-#: "Meta-" prefix, instruction tuning, number format, quantizer, revision and date tags, MLPerf's
-#: accuracy targets): none changes a layer's shape, so :func:`checkpoint_key` drops them when the
+#: "Meta-" prefix, instruction tuning, number format, quantizer -- AMD's ``-PTPC`` per-token /
+#: per-channel FP8 and ``-Preview`` release tags, as in ``amd/DeepSeek-R1-0528-MXFP4-Preview`` of the
+#: InferenceX MI355X recipes -- revision and date tags, MLPerf's accuracy targets): none changes a layer's shape, so :func:`checkpoint_key` drops them when the
 #: name as written is neither a preset nor an alias.  Order matters only for readability; the
 #: suffix pattern is applied until nothing more comes off.
 _CHECKPOINT_PREFIX = re.compile(r"^(?:[\w.-]+/)+|^meta-(?=llama)", re.I)
 _CHECKPOINT_SUFFIX = re.compile(
     r"[-_.](?:instruct|chat|hf|base|it|fp8|fp4|nvfp4|mxfp4|bf16|fp16|int8|int4|w4a16|w8a8|w8a16|w4a8|awq|gptq|"
-    r"kv|dynamic|static|block|quantized|v\d+(?:\.\d+)?|\d{4}|99(?:\.9)?)$", re.I)
+    r"kv|dynamic|static|block|quantized|ptpc|preview|v\d+(?:\.\d+)?|\d{4}|99(?:\.9)?)$", re.I)
 
 
 def checkpoint_key(name: str) -> str:

@@ -156,6 +156,8 @@ def test_invalid_shapes_are_rejected(bad, match):
     ("Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
     ("llama2-70b-99.9", "llama-2-70b"),
     ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-v3"),
+    ("amd/Llama-3.1-70B-Instruct-FP8-KV-PTPC", "llama-3.1-70b"),
 ])
 def test_checkpoint_names_resolve_to_their_architecture(label, preset):
     assert get_preset(label).shape.name == preset

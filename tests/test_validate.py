@@ -297,12 +297,14 @@ def test_family_serving_prior_for_a_kind_without_curves():
     no curve-fitted member keeps its file's values."""
     from explorer.calibrate import SERVED_ONLY, _served_curves, family_serving_prior
 
-    amd = [load_hardware("mi300x"), load_hardware("mi325x")]
-    assert all(_served_curves(h) for h in amd) and not _served_curves(load_hardware("mi355x"))
-    got = family_serving_prior(load_hardware("mi355x"))
-    assert got["kernel_launch_s"] == pytest.approx(np.mean([h.kernel_launch_s for h in amd]))
-    assert got["eta_moe"] == pytest.approx(np.sqrt(amd[0].eta_moe * amd[1].eta_moe))
-    assert set(got) == {"kernel_launch_s", "eta_moe", "moe_group_s", "eta_dequant"} and len(SERVED_ONLY) == 4
+    fam = [load_hardware("b200"), load_hardware("b300")]  # blackwell kinds fitted on curves
+    assert all(_served_curves(h) for h in fam) and not _served_curves(load_hardware("gb200"))
+    got = family_serving_prior(load_hardware("gb200"))
+    assert got["kernel_launch_s"] == pytest.approx(np.mean([h.kernel_launch_s for h in fam]))
+    assert got["eta_moe"] == pytest.approx(np.sqrt(fam[0].eta_moe * fam[1].eta_moe))
+    assert got["served_latency"] == pytest.approx(np.sqrt(fam[0].served_latency * fam[1].served_latency))
+    assert set(got) == {"kernel_launch_s", "eta_moe", "moe_group_s", "eta_dequant", "served_latency"}
+    assert len(SERVED_ONLY) == 5
     assert family_serving_prior(load_hardware("a100-80gb")) == {}  # ampere: no curve-fitted sibling
     assert family_serving_prior(load_hardware("rtx-pro-6000")) == {}  # sm_120 is not B200's family
 

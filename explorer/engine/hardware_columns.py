@@ -120,7 +120,7 @@ class HardwareColumns:
             if self.one_kind and use_fast_path(n):  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
                 planes = gemm_cost_stacked(
                     cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=list(tiles_m[0]), tiles_n=list(tiles_n[0]),
-                    max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.kernel_latency_s,
+                    max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.served_gemm_latency_s,
                     epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot)
             else:
                 planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot)
@@ -151,7 +151,7 @@ class HardwareColumns:
             g = gemm_cost(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
                           peak_flops=cols[7], hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=tiles_m, tiles_n=tiles_n,
                           max_split_k=self.max_split_k, eta_c=eta_c, eta_m=self.eta_m, launch_s=0.0,
-                          groups=cols[6], latency_s=self.kind.kernel_latency_s,
+                          groups=cols[6], latency_s=self.kind.served_gemm_latency_s,
                           epilogue_exposed=self.kind.gemm_epilogue_exposed)
             fields = [np.broadcast_to(getattr(g, k), (R, n)) for k in GemmCost.__dataclass_fields__]
             if slot is None:
@@ -165,7 +165,7 @@ class HardwareColumns:
             g = gemm_cost(sub[0], sub[1], sub[2], sub[3], sub[4], sub[5],
                           peak_flops=sub[7], hbm_bw=self.hbm_bw[pt], sms=self.sms[pt], tiles_m=tiles_m[pt],
                           tiles_n=tiles_n[pt], max_split_k=self.max_split_k[pt], eta_c=eta_c.ravel()[todo],
-                          eta_m=self.eta_m[pt], launch_s=0.0, groups=sub[6], latency_s=self.kind.kernel_latency_s,
+                          eta_m=self.eta_m[pt], launch_s=0.0, groups=sub[6], latency_s=self.kind.served_gemm_latency_s,
                           epilogue_exposed=self.kind.gemm_epilogue_exposed)
             flat = planes.reshape(9, -1)
             for f, k in enumerate(GemmCost.__dataclass_fields__):
