@@ -22,6 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from explorer.calibrate import CURVE_FILES  # noqa: E402
 from explorer.uncertainty import ANY, AXES, BANDS_FILE  # noqa: E402
 from explorer.validate import load_cases  # noqa: E402
 
@@ -29,9 +30,6 @@ from explorer.validate import load_cases  # noqa: E402
 #: curves of six concurrencies; the gpt-oss vLLM group (25 cases, five curves of one model on two
 #: kinds) is below it
 MIN_CASES = 40
-
-
-CURVE_FILES = (ROOT / "validation" / "fronts.yaml", ROOT / "validation" / "fronts_inferencex.yaml")
 
 
 def bands_text(cv_path: Path, fronts: tuple[Path, ...] = CURVE_FILES) -> str:

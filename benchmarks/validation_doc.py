@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from explorer.calibrate import CURVE_FILES
 from explorer.validate import load_cases, validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,7 @@ def main() -> None:
     pngs = sorted(p.name for p in (ROOT / "docs").glob("validation-*.png"))
 
     cases = {c.id: c for c in load_cases(VAL / "fronts.yaml")}
-    more_file = VAL / "fronts_inferencex.yaml"
+    more_file = CURVE_FILES[1]  # the curves beyond fronts.yaml (calibrate.CURVE_FILES)
     more = validate(more_file) if more_file.exists() else None
     more_cases = {c.id: c for c in load_cases(more_file)} if more is not None else {}
     # the cross-validation JSONs hold every curve file's cases: each section takes its own

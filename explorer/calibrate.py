@@ -46,8 +46,8 @@ VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
 #: The files one calibration fits on (shipped copies of shared/validation, each row with its source;
 #: fronts_inferencex.yaml: the InferenceX curves of the public dashboard fixture that fronts.yaml does
 #: not hold, built by benchmarks/fixture_curves.py -- validation/sources/README.md).
-DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", VALIDATION_DIR / "fronts.yaml",
-                 VALIDATION_DIR / "fronts_inferencex.yaml", VALIDATION_DIR / "kernels.yaml",
+CURVE_FILES = (VALIDATION_DIR / "fronts.yaml", VALIDATION_DIR / "fronts_inferencex.yaml")
+DEFAULT_FILES = (VALIDATION_DIR / "measurements.yaml", *CURVE_FILES, VALIDATION_DIR / "kernels.yaml",
                  VALIDATION_DIR / "mlperf.yaml")
 
 #: ``calibrate --hardware all`` fits only kinds with at least this many cases: fewer cannot
@@ -158,6 +158,10 @@ def _group(c: Case) -> str:
     return "kernel"
 
 
+#: the simulator's reason code of a design that does not fit in memory (explorer/simulate.py REASONS)
+OUT_OF_MEMORY = 6
+
+
 def out_of_memory_cases(cases: list[Case], hw: Hardware) -> list[Case]:
     """The served cases whose measured deployment the model finds out of memory (reason 6): it ran,
     so the memory budget (usable share, runtime reserve, workspace) is wrong there, and its speed is
@@ -170,7 +174,7 @@ def out_of_memory_cases(cases: list[Case], hw: Hardware) -> list[Case]:
     if not served:
         return []
     predict(served, {hw.name: hw})
-    return [c for c in served if "infeasible in the model (reason code 6)" in (c.note or "")]
+    return [c for c in served if c.model_reason == OUT_OF_MEMORY]
 
 
 def case_weights(cases: list[Case]) -> np.ndarray:

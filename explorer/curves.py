@@ -159,11 +159,12 @@ def recipe_allreduce_fusion(model: str, runtime: str, hardware: str, precision: 
 def recipe_max_num_tokens(model: str, hardware: str, isl: int, clients: int) -> int:
     """The ``--max_num_tokens`` of the InferenceX TensorRT-LLM recipe for a run, 0 where it is the runtime
     profile's (16,384: the Llama-3.3-70B scripts).  DeepSeek-R1 on B200 (SemiAnalysisAI/InferenceX@
-    0a919c5f81cec20c030d748c813de41c8c415db1:benchmarks/dsr1_fp8_b200_trt.sh): ``(CONC + ISL + 64)``
+    0a919c5f81cec20c030d748c813de41c8c415db1:benchmarks/dsr1_fp8_b200_trt.sh) and on H200
+    (@1fc5d73cdd31c7fbdd657f3c7e5ec2180f4b0598:benchmarks/dsr1_fp8_h200_trt.sh): ``(CONC + ISL + 64)``
     rounded up to 64, at least 8,192; gpt-oss-120b (@1825e7f0676d9adf7a3dbffcf50708907b7b25db:
     benchmarks/gptoss_fp4_b200_trt.sh, @111f0312c13b4c3cca0dd365f6db4c017048f0d3:
     benchmarks/gptoss_fp4_h200_trt.sh): 20,000."""
-    if model == "deepseek-v3" and hardware in ("b200", "h200"):  # and dsr1_fp8_h200_trt.sh, the same formula
+    if model == "deepseek-v3" and hardware in ("b200", "h200"):
         return max(-(-(clients + isl + 64) // 64) * 64, 8192)
     if model == "gpt-oss-120b":
         return 20000

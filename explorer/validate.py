@@ -185,6 +185,7 @@ class Case:
     num_gpus: int = 1
     trust: str = ""
     chosen_batch: int | None = None  # set by predict() for 'max' cases
+    model_reason: int = 0  # set by predict(): the simulator's reason code where it finds the design infeasible
     note: str = ""
     curve: str = ""  # the measured curve a case belongs to (cross-validation leaves whole curves out)
     family: str = ""  # dense | moe
@@ -782,7 +783,8 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
             else:
                 row_of[ci] = int(idx[0])
                 if not res["feasible"][idx[0]]:
-                    c.note = f"the design point is infeasible in the model (reason code {int(res['reason_code'][idx[0]])})"
+                    c.model_reason = int(res["reason_code"][idx[0]])
+                    c.note = f"the design point is infeasible in the model (reason code {c.model_reason})"
         for ci, src in list(same.items()) + [(k, k) for k in row_of]:
             if src not in row_of:
                 cases[ci].supported, cases[ci].reason = cases[src].supported, cases[src].reason

@@ -59,3 +59,20 @@ def test_file_bounds_are_checked(tmp_path):
     p.write_text(bad, encoding="utf-8")
     with pytest.raises(SpecError, match="served_latency"):
         _load_file(p)
+
+
+def test_a_served_case_the_model_finds_out_of_memory_is_left_out_of_the_fit():
+    """Llama-3.1-70B FP8 on one H100 does not fit (tests/test_simulator.py); on two it does: only the
+    first is set aside by calibrate.out_of_memory_cases, with the simulator's reason code on the case."""
+    from explorer.calibrate import OUT_OF_MEMORY, out_of_memory_cases
+    from explorer.validate import Case
+
+    def case(tp: int) -> Case:
+        values = dict(model="llama-3.1-70b", precision="fp8", isl=1024, osl=1024, tp=tp, pp=1, ep=1, dp=1, batch=4,
+                      runtime="vllm")
+        return Case(f"tp{tp}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", 100.0, kind="curve", regime="curve",
+                    hardware="h100", values=values, num_gpus=tp, curve=f"tp{tp}")
+
+    one, two = case(1), case(2)
+    assert out_of_memory_cases([one, two], load_hardware("h100")) == [one]
+    assert one.model_reason == OUT_OF_MEMORY and two.model_reason == 0
