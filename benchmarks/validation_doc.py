@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from explorer.calibrate import CURVE_FILES
+from explorer.runtime import list_runtimes
 from explorer.validate import load_cases, validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,6 +205,20 @@ def main() -> None:
         w("By GPU and runtime (in-sample, both throughput axes): " + "; ".join(
             f"{h} {rt} {pct(float(np.median(np.abs(v))))} median ({len(v) // 2} rows)" for (h, rt), v in sorted(by.items()))
           + ".")
+        w("")
+    rel_rows = [(rt.name, hw, r) for rt in list_runtimes() for hw, table in sorted(rt.releases.items()) for r in table]
+    if rel_rows:
+        w("## Software releases")
+        w("")
+        w("The fitted served-kernel speed of each runtime release measured on a kind, per model family, relative "
+          "to the newest release measured there (1; explorer/runtime.py `Release`, docs/simulator.md).  Read from "
+          "each curve row's `framework_version`, else the month of its date.  A design that names no release is the "
+          "newest; `--runtime NAME@RELEASE` asks for another.")
+        w("")
+        w("| runtime | GPU | family | release | first run | speed |")
+        w("|---|---|---|---|---|---:|")
+        for name, hw, r in rel_rows:
+            w(f"| {name} | {hw} | {r.family} | {r.label} | {r.date} | {r.speed:.2f} |")
         w("")
     w("## Points (measurements.yaml)")
     w("")

@@ -6,7 +6,11 @@ For one hardware kind, the free parameters are
   ``eta_compute, eta_memory, eta_network, eta_moe`` (bounded to [0.2, 1]: physical efficiencies
   never exceed 1; ``eta_moe`` slows grouped expert-GEMM compute only) and ``kernel_launch``;
 * for every serving runtime measured on the kind, its host costs (per step, per running sequence
-  per step, per request) and its attention-kernel residual (runtime file, ``fitted.<kind>``).
+  per step, per request) and its attention-kernel residual (runtime file, ``fitted.<kind>``);
+* for every runtime and model family with curves of two or more software releases on the kind, the
+  served-kernel speed of each release but the newest (runtime file, ``releases.<kind>``; bounded to
+  :data:`explorer.runtime.RELEASE_SPEED_BOUNDS`, weak log prior toward 1 -- no difference between
+  releases; :func:`measured_releases`).
 
 They minimise, by bounded least squares (scipy's trust-region reflective), the weighted sum over
 every supported case on that kind -- measurement points, serving-curve rows (both axes and TTFT)
@@ -39,7 +43,7 @@ import numpy as np
 
 from explorer.errors import SpecError
 from explorer.hardware import Hardware, _load_file, load_hardware
-from explorer.runtime import FITTED_KEYS, Runtime, RuntimeFit, load_runtime
+from explorer.runtime import FITTED_KEYS, RELEASE_SPEED_BOUNDS, Release, Runtime, RuntimeFit, load_runtime
 from explorer.validate import DEFAULT_MEASUREMENTS, SERVED_KINDS, Case, load_cases, predict
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
@@ -208,6 +212,9 @@ class Fit:
             "fitted": self.values,
             "prior": self.prior,
             "runtimes": self.runtime_values,
+            "releases": {r: [{"release": x.label, "family": x.family, "date": x.date, "speed": x.speed}
+                             for x in rt.releases.get(self.hardware.name, ())]
+                         for r, rt in self.runtimes.items() if rt.releases.get(self.hardware.name)},
             "median_abs_error_before": med(self.errors_before),
             "median_abs_error_after": med(self.errors_after),
             "p90_abs_error_after": float(np.percentile(np.abs(self.errors_after), 90)) if len(self.case_ids) else None,
@@ -274,8 +281,9 @@ def _bounds_rt() -> tuple[np.ndarray, np.ndarray]:
 
 def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str | Path] = DEFAULT_FILES,
               cases: list[Case] | None = None, prior_weight: float = PRIOR_WEIGHT,
-              fit_runtimes: bool = True, max_nfev: int = 60) -> Fit:
-    """Fit one hardware kind's factors (and its runtimes' host costs) to every case on it."""
+              fit_runtimes: bool = True, max_nfev: int = 60, fit_releases: bool = True) -> Fit:
+    """Fit one hardware kind's factors (and its runtimes' host costs, and the speed of each software
+    release measured on it: :func:`measured_releases`; ``fit_releases=False``: none) to every case on it."""
     from scipy.optimize import least_squares
 
     files = [measurements] if isinstance(measurements, str | Path) else list(measurements)
@@ -303,23 +311,37 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     lo_rt, hi_rt = _bounds_rt()
     theta_rt = [np.clip(np.array([getattr(rts0[r].prior, RT_PARAMS[k][0]) for k in RT_PARAMS]), lo_rt, hi_rt)
                 for r in rts0]
-    theta0 = np.concatenate([theta_hw] + theta_rt)
-    lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0))
+    # the software releases measured per runtime: one speed each but the newest's (the anchor, 1.0)
+    rels = {r: measured_releases(mine, r) if fit_releases else {} for r in rts0}
+    curve_rts = {str(c.values.get("runtime")) for c in mine if c.kind == "curve"} if fit_releases else set()
+    free_rel = [(r, lab) for r in rts0 for lab, (_date, anchor) in rels[r].items() if not anchor]
+    n_rel = len(free_rel)
+    theta0 = np.concatenate([theta_hw] + theta_rt + [np.ones(n_rel)])
+    lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0) + [np.full(n_rel, RELEASE_SPEED_BOUNDS[0])])
     # a runtime without a serving front end (its profile's serve_* priors are 0: the MLPerf harness,
     # gpt-fast) keeps them at 0 -- they would only split its step cost with step_us arbitrarily
     serve = np.array([k.startswith("serve_") for k in RT_PARAMS])
-    hi = np.concatenate([hi_hw] + [np.where(serve & (t <= 0.0), 1e-12, hi_rt) for t in theta_rt])
+    hi = np.concatenate([hi_hw] + [np.where(serve & (t <= 0.0), 1e-12, hi_rt) for t in theta_rt]
+                        + [np.full(n_rel, RELEASE_SPEED_BOUNDS[1])])
     log_prior = np.concatenate([np.array([b[4] is None for b in PARAMS.values()])]
-                               + [np.array([v[1] is None for v in RT_PARAMS.values()])] * len(rts0))
+                               + [np.array([v[1] is None for v in RT_PARAMS.values()])] * len(rts0)
+                               + [np.ones(n_rel, dtype=bool)])
     scales = np.concatenate([np.array([b[4] or 1.0 for b in PARAMS.values()])]
-                            + [np.array([v[1] or 1.0 for v in RT_PARAMS.values()])] * len(rts0))
+                            + [np.array([v[1] or 1.0 for v in RT_PARAMS.values()])] * len(rts0)
+                            + [np.ones(n_rel)])
 
     def unpack(theta: np.ndarray) -> tuple[Hardware, dict[str, Runtime]]:
         hw = _with(hw0, theta[:n_hw])
         rts: dict[str, Runtime] = {}
+        speed = dict(zip(free_rel, theta[len(theta) - n_rel:], strict=True))
         for j, r in enumerate(rts0):
             part = theta[n_hw + j * len(RT_PARAMS): n_hw + (j + 1) * len(RT_PARAMS)]
+            table = tuple(Release(lab, date, float(speed.get((r, (fam, lab)), 1.0)), fam)
+                          for (fam, lab), (date, _a) in rels[r].items())
             rts[r] = rts0[r].with_fit(hw0.name, _rt_fit(part))
+            # a kind measured on served curves of the runtime keeps its own table (empty where it saw
+            # one release); a kind without takes its siblings' (Runtime.release_table)
+            rts[r] = rts[r].with_releases(hw0.name, table) if r in curve_rts else rts[r].without_releases_on(hw0.name)
         return hw, rts
 
     def errors(theta: np.ndarray) -> np.ndarray:
@@ -347,6 +369,34 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
         prior={n: float(v * PARAMS[n][3]) for n, v in zip(names, theta0[:n_hw], strict=True)},
         runtimes=fitted_rts, runtime_values=rt_values, files=[str(f) for f in files],
     )
+
+
+def measured_releases(cases: list[Case], runtime: str) -> dict[tuple[str, str], tuple[str, bool]]:
+    """The software releases of one runtime among served curve cases, per model family:
+    (family, label) -> (date of its first run, whether it is the family's anchor).  The label is the
+    run's version, else the month of its date (runs that name no version in one month are read as
+    one build).  The anchor is the release with the latest first run: its speed is 1 by definition
+    (a design names no release and is read as the newest); a family with one release has none
+    (nothing to tell apart)."""
+    first: dict[tuple[str, str], str] = {}
+    for c in cases:
+        if c.kind != "curve" or str(c.values.get("runtime")) != runtime:
+            continue
+        date = str(c.values.get("release_date") or "")
+        label = str(c.values.get("release") or date[:7])
+        if not label:
+            continue
+        key = (c.family or "moe", label)
+        if key not in first or (date and (not first[key] or date < first[key])):
+            first[key] = date
+    out: dict[tuple[str, str], tuple[str, bool]] = {}
+    for fam in sorted({f for f, _ in first}):
+        mine = {k: d for k, d in first.items() if k[0] == fam}
+        if len(mine) < 2:
+            continue
+        newest = max(mine, key=lambda k: (mine[k], k[1]))
+        out.update({k: (mine[k], k == newest) for k in sorted(mine, key=lambda k: (mine[k], k[1]))})
+    return out
 
 
 def _fmt(v: float) -> str:
@@ -413,7 +463,8 @@ def write_fit(fit: Fit, measurements: str | Path | Sequence[str | Path] | None =
 
 
 def write_runtime_fit(rt: Runtime, hardware: str, source: str, path: Path | None = None) -> Path:
-    """Set ``fitted.<hardware>`` in a runtime YAML (the ``fitted:`` section must be its last);
+    """Set ``fitted.<hardware>`` and ``releases.<hardware>`` in a runtime YAML (the ``fitted:`` and
+    ``releases:`` sections, in that order, must be its last);
     ``path`` defaults to the profile's own file."""
     from explorer.runtime import _load_file as load_rt
 
@@ -433,6 +484,16 @@ def write_runtime_fit(rt: Runtime, hardware: str, source: str, path: Path | None
         src = source if h == hardware else (current_source(path, h) or "explorer calibrate")
         lines.append(f"  {h}: {{" + ", ".join(f"{k}: {_fmt(vals[k])}" for k in FITTED_KEYS)
                      + f", source: {_yaml_str(src)}}}")
+    releases = {k: v for k, v in current.releases.items() if k != hardware}
+    if hardware in rt.releases:
+        releases[hardware] = rt.releases[hardware]
+    if releases:
+        lines.append("releases:  # served-kernel speed of each measured release vs the kind's newest (explorer calibrate)")
+        for h in sorted(releases):
+            lines.append(f"  {h}:" + ("" if releases[h] else " []  # one release per model family measured"))
+            lines.extend(f"    - {{release: {_yaml_str(r.label)}, family: {r.family}, date: {_yaml_str(r.date)}, "
+                         f"speed: {_fmt(r.speed)}}}"
+                         for r in releases[h])
     new = text[: m.start()] + "\n".join(lines) + "\n"
     return _replace_checked(path, new, load_rt)
 
@@ -516,6 +577,10 @@ def format_fit(fit: Fit) -> str:
         lines.append(f"  {k:18s} {fit.prior[k]:10.4g} -> {fit.values[k]:10.4g}")
     for r, vals in fit.runtime_values.items():
         lines.append(f"  runtime {r}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in vals.items()))
+        rels = fit.runtimes[r].releases.get(fit.hardware.name, ()) if r in fit.runtimes else ()
+        if rels:
+            lines.append(f"  runtime {r} releases (speed vs newest): "
+                         + ", ".join(f"{x.family} {x.label} ({x.date}) {x.speed:.3g}" for x in rels))
     lines.append(f"  median |error| {s['median_abs_error_before']:.1%} -> {s['median_abs_error_after']:.1%}; "
                  f"p90 after {s['p90_abs_error_after']:.1%}")
     for cid, b, a in zip(fit.case_ids, fit.errors_before, fit.errors_after, strict=True):

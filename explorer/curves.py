@@ -337,6 +337,12 @@ def curve_cases(data: dict, where: str) -> list:
                                              recipes=_inferencex(text))
             if fusion:
                 values["allreduce_fusion"] = fusion
+            # the run's software release (explorer/runtime.py Release): its version, else its date
+            version = str(raw.get("framework_version") or meta.get("framework_version") or "").strip()
+            run_date = str(raw.get("date") or meta.get("date") or "").strip()
+            if version or run_date:
+                values["release"] = version
+                values["release_date"] = run_date
             family = "moe" if preset.shape.experts else "dense"
             common: dict[str, Any] = dict(kind="curve", regime="curve", hardware=hw.name, values=values,
                                           num_gpus=n_gpus, trust=str(raw.get("trust", "")), curve=cid,

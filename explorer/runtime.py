@@ -55,6 +55,10 @@ FITTED_KEYS: dict[str, tuple[float, float, float]] = {
 #: fitted keys that are efficiency residuals (bounded to (0, 1]: a runtime never beats the kind's roofline)
 RESIDUAL_KEYS = ("attention", "compute")
 SCHEDULING = ("mixed", "separate")
+#: a release's served-kernel speed relative to its kind's newest fitted release: bounds of the fit
+#: (explorer/calibrate.py; > 1 where an older build measured faster, e.g. a regression)
+RELEASE_SPEED_BOUNDS = (0.3, 1.5)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: the source line ``calibrate --transfer-from`` writes for a copied fit (explorer/calibrate.py ``transfer``)
 TRANSFERRED = re.compile(r"transferred from ([\w.-]+) ")
 ADMISSION = ("reserve_full", "on_demand")
@@ -82,6 +86,58 @@ class RuntimeFit:
         return {"step_us": self.step_s / US, "per_sequence_us": self.per_sequence_s / US,
                 "per_request_us": self.per_request_s / US, "attention": self.attention, "compute": self.compute,
                 "serve_step_us": self.serve_step_s / US, "serve_per_sequence_us": self.serve_per_sequence_s / US}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One software release of a runtime measured on one hardware kind for one model family: its
+    label (the version, ``0.5.9``, or the month of the run, ``2025-11``, where the run names no
+    version), the date of its first measured run, and the speed of its served kernels relative to
+    the newest release measured on the kind for the family (1.0)."""
+
+    label: str
+    date: str
+    speed: float
+    #: the model family its speed was measured on: ``moe`` or ``dense`` (a release's expert and MLA
+    #: kernels change apart from its dense ones: the 2025-26 builds' gains are MoE kernels)
+    family: str = "moe"
+
+
+def version_key(label: str) -> tuple[int, ...] | None:
+    """A release label as a tuple to order versions by (``1.2.0rc6.post3`` -> (1, 2, 0, 6, 3)),
+    None for a label that is no version (a date, ``gpt-oss-dev``).  Pre-release tags sort as plain
+    numbers: ``1.2.0rc6`` after ``1.2.0`` (assumption: the data holds release candidates of a
+    version, not the version and its candidates side by side)."""
+    if not re.match(r"^v?\d+\.\d+", label) or _DATE.match(label):
+        return None
+    return tuple(int(x) for x in re.findall(r"\d+", label))
+
+
+def pick_release(releases: tuple[Release, ...], label: str, date: str) -> Release | None:
+    """The measured release a run of ``label`` (version, may be empty) on ``date`` (ISO, may be
+    empty) is read as: the same label; else, by date, the newest release measured on or before the
+    run's date (the oldest where the run predates them all); else, by version, the newest measured
+    version at or below it (the oldest where it predates them all); else None (the newest release's
+    speed, 1.0).  Software moves one way in this reading: a run is as fast as the last build
+    measured before it (assumption)."""
+    if not releases or not (label or date):
+        return None
+    for r in releases:
+        if r.label == (label or date[:7]):  # the same release (a run that names no version: its month)
+            return r
+    if date and _DATE.match(date):
+        dated = sorted((r for r in releases if r.date), key=lambda r: r.date)
+        if dated:
+            before = [r for r in dated if r.date <= date]
+            return before[-1] if before else dated[0]
+    key = version_key(label) if label else None
+    if key is not None:
+        versions = sorted((r for r in releases if version_key(r.label) is not None),
+                          key=lambda r: version_key(r.label) or ())
+        if versions:
+            below = [r for r in versions if (version_key(r.label) or ()) <= key]
+            return below[-1] if below else versions[0]
+    return None
 
 
 @dataclass(frozen=True)
@@ -115,6 +171,65 @@ class Runtime:
     #: kinds whose ``fitted`` entry was copied from another kind's (``calibrate --transfer-from``),
     #: not fitted on measurements of their own -> that kind: they lend nothing to a third kind's fallback
     transferred_from: dict[str, str] = field(default_factory=dict)
+    #: per hardware kind, the releases measured on it (``releases:`` in the profile; fitted by
+    #: ``explorer calibrate``): a served run of an older build runs its kernels at ``speed`` of the
+    #: newest's (explorer/simulate.py ``_prepare``)
+    releases: dict[str, tuple[Release, ...]] = field(default_factory=dict)
+    #: the release this profile stands for (``sglang@0.5.9``; validation rows: the run's
+    #: ``framework_version`` and ``date``); empty: the newest release measured on each kind
+    release: str = ""
+    release_date: str = ""
+
+    def at_release(self, label: str = "", date: str = "") -> Runtime:
+        """This profile as a given release (version label and/or run date) runs."""
+        return replace(self, release=str(label or ""), release_date=str(date or ""))
+
+    def release_speed(self, hardware: str | Hardware, family: str = "moe") -> float:
+        """Served-kernel speed of this profile's release on a kind, for a model family (``moe`` or
+        ``dense``), relative to the newest release measured there (:func:`pick_release` over
+        :meth:`release_table`); 1.0 without a release or a table."""
+        if not (self.release or self.release_date):
+            return 1.0
+        r = pick_release(self.release_table(hardware, family), self.release, self.release_date)
+        return r.speed if r is not None else 1.0
+
+    def release_table(self, hardware: str | Hardware, family: str = "moe") -> tuple[Release, ...]:
+        """The releases measured for a model family on a kind.  A kind fitted on served curves of this
+        runtime has its own table (empty where it saw one release); a kind without one takes its
+        nearest kinds' -- the same architecture family, else vendor, as :meth:`fit_for` -- each
+        release at the median of their speeds: a release is one software build, and its ROCm or CUDA
+        kernels are slow or fast on sibling GPUs alike (SGLang 0.5.9's ROCm image measured 0.60-0.63
+        of 0.5.12 on both MI300X and MI325X)."""
+        name = hardware if isinstance(hardware, str) else hardware.name
+        if name in self.releases:
+            return tuple(r for r in self.releases[name] if r.family == family)
+        own = {k: v for k, v in self.releases.items() if k not in self.transferred_from and v}
+        if not own:
+            return ()
+        fam, ven = _lineage(hardware)
+        scope = [k for k in own if fam and _lineage(k)[0] == fam] or [k for k in own if ven and _lineage(k)[1] == ven]
+        speeds: dict[str, list[float]] = {}
+        dates: dict[str, str] = {}
+        for k in scope:
+            for r in own[k]:
+                if r.family == family:
+                    speeds.setdefault(r.label, []).append(r.speed)
+                    known = [d for d in (dates.get(r.label, ""), r.date) if d]
+                    dates[r.label] = min(known) if known else ""
+        return tuple(sorted((Release(lab, dates[lab], float(np.median(v)), family) for lab, v in speeds.items()),
+                            key=lambda r: (r.date, r.label)))
+
+    def with_releases(self, hardware: str, releases: tuple[Release, ...]) -> Runtime:
+        """A copy with another release table on one kind (calibration uses this)."""
+        return replace(self, releases={**self.releases, hardware: tuple(releases)})
+
+    def without_releases_on(self, hardware: str) -> Runtime:
+        """A copy without this kind's own release table (it then takes its siblings')."""
+        return replace(self, releases={k: v for k, v in self.releases.items() if k != hardware})
+
+    def without_releases(self) -> Runtime:
+        """A copy whose every release runs at the newest's speed (the roofline's runtime)."""
+        return replace(self, releases={})
 
     def fit_for(self, hardware: str | Hardware) -> RuntimeFit:
         """The fitted values on this hardware kind.  For a kind without a fit, the element-wise
@@ -145,7 +260,8 @@ class Runtime:
         """A copy that has never been fitted on this kind (held-out predictions use this); copies
         transferred from this kind go too (they hold what it was fitted on)."""
         return replace(self, fitted={k: v for k, v in self.fitted.items()
-                                     if k != hardware and self.transferred_from.get(k) != hardware})
+                                     if k != hardware and self.transferred_from.get(k) != hardware},
+                       releases={k: v for k, v in self.releases.items() if k != hardware})
 
 
 def _lineage(hardware: str | Hardware) -> tuple[str, str]:
@@ -180,7 +296,7 @@ def _load_file(path: Path) -> Runtime:
     where = str(path)
     top = Section(read_yaml(path), where)
     top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "fusion",
-                    "collectives", "overheads", "fitted", "notes"})
+                    "collectives", "overheads", "fitted", "releases", "notes"})
     name = top.string("name")
     aliases = top.names("aliases")
     s = top.section("scheduling")
@@ -225,6 +341,22 @@ def _load_file(path: Path) -> Runtime:
         m = TRANSFERRED.match(str((raw_fitted[hw_name] or {}).get("source", "")))
         if m:
             transferred[str(hw_name)] = m.group(1)
+    releases: dict[str, tuple[Release, ...]] = {}
+    raw_rel = top.raw("releases", {}) or {}
+    if not isinstance(raw_rel, dict):
+        raise SpecError(where, "releases", f"expected a mapping hardware -> list of releases, got {raw_rel!r}")
+    for hw_name, items in raw_rel.items():
+        if not isinstance(items, list):
+            raise SpecError(where, f"releases.{hw_name}", f"expected a list of releases, got {items!r}")
+        got = []
+        for i, item in enumerate(items):
+            r = Section(item, where, f"releases.{hw_name}[{i}]")
+            r.check_keys({"release", "family", "date", "speed", "cases"})
+            got.append(Release(str(r.raw("release", "") or ""), str(r.raw("date", "") or ""),
+                               float(r.number("speed", min_value=RELEASE_SPEED_BOUNDS[0],
+                                              max_value=RELEASE_SPEED_BOUNDS[1])),
+                               r.string("family", "moe", choices={"moe", "dense"})))
+        releases[str(hw_name)] = tuple(got)
     return Runtime(
         name=name,
         display_name=top.string("display_name", name),
@@ -243,6 +375,7 @@ def _load_file(path: Path) -> Runtime:
         fitted=fitted,
         path=where,
         transferred_from=transferred,
+        releases=releases,
     )
 
 
@@ -274,10 +407,21 @@ def runtime_key(label: str) -> str:
 
 
 def load_runtime(name: str | Runtime, where: str = "--runtime", key: str | None = None) -> Runtime:
-    """A runtime profile by name or alias (``trtllm``, ``vllm``, ``sglang``, ``TensorRT-LLM``)."""
+    """A runtime profile by name or alias (``trtllm``, ``vllm``, ``sglang``, ``TensorRT-LLM``);
+    ``NAME@RELEASE`` (``sglang@0.5.9``, ``trtllm@2025-11-02``) is that profile as the release (a
+    version, or an ISO date of a build) ran: its kernels at the release's fitted speed
+    (:meth:`Runtime.release_speed`)."""
     if isinstance(name, Runtime):
         return name
     lname = str(name).strip().lower()
+    if "@" in lname:
+        base, _, rel = lname.partition("@")
+        if not rel.strip() or not base.strip():
+            raise SpecError(where, key, f"expected NAME@RELEASE (sglang@0.5.9, trtllm@2025-11-02), got {name!r}")
+        rel = rel.strip()
+        found_rel = load_runtime(base, where, key)
+        is_date = bool(_DATE.match(rel))
+        return found_rel.at_release("" if is_date else rel, rel if is_date else "")
     if lname in _CACHE:
         return _CACHE[lname]
     found, names = find_named(RUNTIME_DIR, lname, _load_file, _BY_STEM)
@@ -297,7 +441,7 @@ def clear_cache() -> None:
 #: Design columns a runtime contributes (all numeric, per design point).
 RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_custom_ar", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
                    "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
-                   "rt_serve_step_s", "rt_serve_seq_s")
+                   "rt_serve_step_s", "rt_serve_seq_s", "rt_release_moe", "rt_release_dense")
 
 
 def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inverse: np.ndarray) -> dict[str, np.ndarray]:
@@ -314,7 +458,9 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inv
                      ("rt_graph_max", rt.graph_max_batch if rt.graph_padding else 0),
                      ("rt_step_s", f.step_s), ("rt_per_seq_s", f.per_sequence_s),
                      ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute),
-                     ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s)):
+                     ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s),
+                     ("rt_release_moe", rt.release_speed(hw, "moe")),
+                     ("rt_release_dense", rt.release_speed(hw, "dense"))):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}
 
@@ -327,4 +473,6 @@ def describe(rt: Runtime) -> dict[str, Any]:
             "kv_admission": "reserve_full" if rt.reserve_full_kv else "on_demand",
             "cuda_graph_padding": rt.graph_padding, "allreduce_norm_fusion": rt.fuse_allreduce_norm,
             "custom_allreduce": rt.custom_allreduce,
-            "fitted_on": sorted(rt.fitted)}
+            "fitted_on": sorted(rt.fitted),
+            "releases": {hw: [{"release": r.label, "family": r.family, "first_run": r.date, "speed": r.speed}
+                              for r in table] for hw, table in sorted(rt.releases.items()) if table}}

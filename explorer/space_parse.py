@@ -526,7 +526,9 @@ def _check_runtime(v: Any, where: str, key: str) -> str:
     if not isinstance(v, str):
         raise SpecError(where, key, f"expected a runtime name (trtllm, vllm, sglang), got {v!r}")
     check_name_text(v, where, key, "runtime")
-    return load_runtime(v, where, key).name
+    rt = load_runtime(v, where, key)
+    rel = rt.release or rt.release_date  # NAME@RELEASE: that build (explorer/runtime.py Release)
+    return f"{rt.name}@{rel}" if rel else rt.name
 
 
 def _check_precision(v: Any, where: str, key: str) -> str:

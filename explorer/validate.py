@@ -698,6 +698,9 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
 
 
 SERVED_KINDS = ("inference", "curve")
+#: a served case's software release (curve rows: ``framework_version`` and ``date``), read into its
+#: runtime profile (:meth:`explorer.runtime.Runtime.at_release`), not into a design column
+RELEASE_VALUES = ("release", "release_date")
 
 
 def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
@@ -723,6 +726,17 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
             rt_of[name] = load_runtime(name)
         return rt_of[name]
 
+    released: dict[tuple[str, str, str], Runtime] = {}
+
+    def rt_release(name: str, label: str, date: str) -> Runtime:
+        """The profile as the case's release ran (one object per release: build_design groups by identity)."""
+        if not (label or date):
+            return rt(name)
+        key = (name, label, date)
+        if key not in released:
+            released[key] = rt(name).at_release(label, date)
+        return released[key]
+
     out = np.full(len(cases), np.nan)
     rows: dict[str, list[Any]] = {}
     owner: list[int] = []
@@ -742,7 +756,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         for b in batches:
             for k, v in c.values.items():
                 if k not in ("batch", "runtime", "serverless", "benchmark", "gpus_per_node", *SPEC_VALUES,
-                             *OPTIONAL_VALUES):
+                             *OPTIONAL_VALUES, *RELEASE_VALUES):
                     rows.setdefault(k, []).append(v)
             for k, default in OPTIONAL_VALUES.items():  # present in every row once one case has it
                 if any_opt[k]:
@@ -752,7 +766,9 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                     rows.setdefault(k, []).append(c.values.get(k, default))
             rows.setdefault("batch", []).append(int(b))
             rows.setdefault("hardware", []).append(hw(c.hardware))
-            rows.setdefault("runtime", []).append(rt(c.values.get("runtime") or DEFAULT_RUNTIME))
+            rows.setdefault("runtime", []).append(rt_release(c.values.get("runtime") or DEFAULT_RUNTIME,
+                                                             str(c.values.get("release", "")),
+                                                             str(c.values.get("release_date", ""))))
             rows.setdefault("serverless", []).append(bool(c.values.get("serverless", False)))
             owner.append(ci)
     if owner:
@@ -867,7 +883,9 @@ LOWER_IS_BETTER = {"first_token_latency", "ttft", "inter_token_latency"}
 
 
 def ideal_runtime(rt: Runtime, hardware: list[str]) -> Runtime:
-    """A runtime with no host work and roofline attention on the given hardware kinds."""
+    """A runtime with no host work, roofline attention and every release at full speed on the given
+    hardware kinds."""
+    rt = rt.without_releases()
     for h in hardware:
         rt = rt.with_fit(h, RuntimeFit(0.0, 0.0, 0.0, 1.0))
     return rt

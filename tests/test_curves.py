@@ -54,15 +54,17 @@ def test_row_yields_three_cases_with_inferencex_mean_lengths(fronts, tmp_path):
     # predicted = the simulator at batch = concurrency, on the row's runtime, with the recipe's KV
     # cache (dsr1_fp8_h200.sh leaves SGLang's at auto: BF16; explorer/curves.py INFERENCEX_KV_CACHE)
     assert c.values["precision"] == "w:fp8/a:fp8/kv:bf16"
+    # the run's software release (framework_version, date): the profile as that build ran
+    assert (c.values["release"], c.values["release_date"]) == ("0.5.9", "2026-03-25")
     pred = predict(cases)
     r = evaluate("deepseek-r1", "h200", batch=4, isl=922, osl=922, tp=8, precision="w:fp8/a:fp8/kv:bf16",
-                 runtime="sglang")
+                 runtime="sglang@0.5.9")
     assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-9)
     assert pred[1] == pytest.approx(r["tokens_per_s_per_user"], rel=1e-9)
     # the median against the closed-loop p50, without the opening burst (a mean's correction)
     design, table = build_design({"model": np.array(["deepseek-r1"], dtype=object), "hardware": np.array(["h200"], dtype=object),
                                   "precision": np.array(["w:fp8/a:fp8/kv:bf16"], dtype=object),
-                                  "runtime": np.array(["sglang"], dtype=object), "batch": np.array([4]), "isl": np.array([922]), "osl": np.array([922]), "tp": np.array([8]),
+                                  "runtime": np.array(["sglang@0.5.9"], dtype=object), "batch": np.array([4]), "isl": np.array([922]), "osl": np.array([922]), "tp": np.array([8]),
                                   "latency_percentiles": np.array([1.0]), "isl_cv": np.array([c.values["isl_cv"]]),
                                   "osl_cv": np.array([c.values["osl_cv"]])}, "test")
     design["front_end"] = np.ones(1)

@@ -32,6 +32,12 @@ def run_runtimes(args) -> int:
               f"{r_['kv_admission']:13s} {'padded' if r_['cuda_graph_padding'] else '-':6s} "
               f"{'fused' if r_['allreduce_norm_fusion'] else '-':7s} "
               f"{'custom+NCCL' if r_['custom_allreduce'] else 'NCCL':13s}  {', '.join(r_['fitted_on'])}")
+    rel = [(r_["name"], hw, x) for r_ in rows for hw, xs in r_["releases"].items() for x in xs]
+    if rel:
+        print("\nsoftware releases (served-kernel speed vs the newest measured on the GPU; NAME@RELEASE asks for one):")
+        for name, hw, x in rel:
+            print(f"  {name + '@' + x['release']:28s} {hw:8s} {x['family']:6s} first run {x['first_run'] or '-':10s} "
+                  f"speed {x['speed']:.2f}")
     return 0
 
 

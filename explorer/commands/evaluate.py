@@ -89,7 +89,8 @@ def register(sub) -> None:
     p.add_argument("--batch", type=_batch, default=1,
                    help="concurrent requests per replica (closed-loop clients), or 'max'")
     p.add_argument("--runtime", default="trtllm",
-                   help="serving runtime profile: trtllm | vllm | sglang (runtimes/*.yaml; default trtllm)")
+                   help="serving runtime profile: trtllm | vllm | sglang (runtimes/*.yaml; default trtllm); "
+                        "NAME@RELEASE (sglang@0.5.9, trtllm@2025-11-02) for an older software release")
     p.add_argument("--isl", type=_positive_int, default=1024, help="input tokens per request")
     p.add_argument("--osl", type=_positive_int, default=1024, help="output tokens per request")
     p.add_argument("--usd-per-gpu-hour", type=_price, default=None,
@@ -243,6 +244,11 @@ def run(args) -> int:
     return 0
 
 
+def _release_text(r: dict) -> str:
+    rel = r.get("runtime_release")
+    return f"@{rel['release']} (kernels at {rel['speed']:.2f} of the newest release)" if rel else ""
+
+
 def format_system(s: dict) -> str:
     if not s["feasible"]:
         return f"system of {s['gpus']} x {s['hardware']}: no feasible deployment ({s['reason']})"
@@ -299,7 +305,7 @@ def format_result(r: dict) -> str:
     d = r["deployment"]
     lines = [
         f"model {r['model']}  on {r['hardware']}  precision {r['precision']}  "
-        f"tp={d['tp']} pp={d['pp']} ep={d['ep']} dp={d['dp']}  runtime {r['runtime']}  "
+        f"tp={d['tp']} pp={d['pp']} ep={d['ep']} dp={d['dp']}  runtime {r['runtime']}{_release_text(r)}  "
         + (f"request rate={r['request_rate']:.3g}/s" if r.get("load") == "open-loop Poisson" else f"concurrency={r['batch']}")
         + f"  ISL/OSL={d['isl']}/{d['osl']}",
         f"  feasible            {'yes' if r['feasible'] else 'NO: ' + r['reason']}",

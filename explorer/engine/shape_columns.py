@@ -63,6 +63,12 @@ class ShapeColumns:
         self.rt_serve_seq = np.where(on, float_column(c, "rt_serve_seq_s"), 0.0) if "rt_serve_seq_s" in c else zero
         self.rt_request, self.rt_attention = float_column(c, "rt_request_s"), float_column(c, "rt_attention")
         self.rt_compute = float_column(c, "rt_compute") if "rt_compute" in c else np.ones(len(self.H))
+        # the run's software release: its served kernels' speed relative to the newest measured (1.0)
+        # (per model family: a release's MoE kernels and its dense ones changed apart)
+        one = np.ones(len(self.H))
+        self.rt_release = np.where(self.E > 0,
+                                   float_column(c, "rt_release_moe") if "rt_release_moe" in c else one,
+                                   float_column(c, "rt_release_dense") if "rt_release_dense" in c else one)
         self.counts = param_counts(c)
         self.n_moe = np.where(self.E > 0, self.L - float_column(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
