@@ -206,8 +206,7 @@ class Runtime:
         own = {k: v for k, v in self.releases.items() if k not in self.transferred_from and v}
         if not own:
             return ()
-        fam, ven = _lineage(hardware)
-        scope = [k for k in own if fam and _lineage(k)[0] == fam] or [k for k in own if ven and _lineage(k)[1] == ven]
+        scope = _nearest_kinds(list(own), hardware, last_resort=False)  # a build never crosses vendors
         speeds: dict[str, list[float]] = {}
         dates: dict[str, str] = {}
         for k in scope:
@@ -244,11 +243,7 @@ class Runtime:
         own = {k: f for k, f in self.fitted.items() if k not in self.transferred_from}
         if not own:
             return self.prior
-        fam, ven = _lineage(hardware)
-        for scope in ([k for k in own if fam and _lineage(k)[0] == fam],
-                      [k for k in own if ven and _lineage(k)[1] == ven], list(own)):
-            if scope:
-                break
+        scope = _nearest_kinds(list(own), hardware)
         vals = np.array([[getattr(own[k], f) for f in RuntimeFit.__dataclass_fields__] for k in scope])
         return RuntimeFit(*(float(v) for v in np.median(vals, axis=0)))
 
@@ -262,6 +257,17 @@ class Runtime:
         return replace(self, fitted={k: v for k, v in self.fitted.items()
                                      if k != hardware and self.transferred_from.get(k) != hardware},
                        releases={k: v for k, v in self.releases.items() if k != hardware})
+
+
+def _nearest_kinds(names: list[str], hardware: str | Hardware, last_resort: bool = True) -> list[str]:
+    """Of ``names`` (kinds with a fit), those nearest ``hardware``: the same architecture family,
+    else the same vendor, else (``last_resort``) all of them."""
+    fam, ven = _lineage(hardware)
+    for scope in ([k for k in names if fam and _lineage(k)[0] == fam],
+                  [k for k in names if ven and _lineage(k)[1] == ven], names if last_resort else []):
+        if scope:
+            return scope
+    return []
 
 
 def _lineage(hardware: str | Hardware) -> tuple[str, str]:
