@@ -43,7 +43,15 @@ import numpy as np
 
 from explorer.errors import SpecError
 from explorer.hardware import Hardware, _load_file, load_hardware
-from explorer.runtime import FITTED_KEYS, RELEASE_SPEED_BOUNDS, Release, Runtime, RuntimeFit, load_runtime
+from explorer.runtime import (
+    FITTED_KEYS,
+    RELEASE_SPEED_BOUNDS,
+    Release,
+    Runtime,
+    RuntimeFit,
+    load_runtime,
+    nearest_kinds,
+)
 from explorer.validate import DEFAULT_MEASUREMENTS, SERVED_KINDS, Case, load_cases, predict
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
@@ -244,16 +252,18 @@ def _served_curves(hw: Hardware) -> bool:
 
 def family_serving_prior(hw: Hardware) -> dict[str, float]:
     """For a kind calibrated without serving curves: the served-only factors (:data:`SERVED_ONLY`)
-    as the mean (geometric for efficiencies) of the fitted values of the other kinds of its
-    architecture family that were fitted on curves -- the per-kernel cost under CUDA/HIP graphs and
+    as the mean (geometric for efficiencies) of the fitted values of the nearest other kinds that
+    were fitted on curves (:func:`explorer.runtime.nearest_kinds`: its architecture generation's,
+    else its family's) -- the per-kernel cost under CUDA/HIP graphs and
     the grouped-GEMM factors are the software stack's, which siblings share.  SI units; empty where
     no sibling has curves."""
     from explorer.hardware import hardware_files
 
     # the shipped kinds, read afresh rather than from load_hardware's cache: `calibrate --hardware all
     # --write` fits the kinds with curves first, and the others start from what was just written
-    sibs = [h for h in (_load_file(p) for p in hardware_files())
-            if h.name != hw.name and h.family == hw.family and _served_curves(h)]
+    fitted = {h.name: h for h in (_load_file(p) for p in hardware_files()) if h.name != hw.name and _served_curves(h)}
+    # the nearest of them (runtime.nearest_kinds): its generation's, else its family's; no other family's
+    sibs = [fitted[n] for n in nearest_kinds(list(fitted), hw, last_resort=False) if fitted[n].family == hw.family]
     if not sibs:
         return {}
     out: dict[str, float] = {}

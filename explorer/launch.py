@@ -188,7 +188,7 @@ def launch_recipe(result: Mapping[str, Any], checkpoint: str | None = None, *, b
                 budget=int(d.get("max_num_tokens") or rt.max_tokens_per_step), max_len=isl + osl,
                 graph=min(batch, int(rt.graph_max_batch)) if rt.graph_padding else 0, kv_fp8=kv_fp8,
                 k_draft=k_draft, on_the_fly=on_the_fly, poll=poll, wait_iters=int(batch_wait_iters),
-                wait_ratio=float(batch_wait_ratio), fusion=fusion)
+                wait_ratio=float(batch_wait_ratio), fusion=fusion, adp_balance_iters=int(rt.adp_balance_iters))
     return {"trtllm": _trtllm, "vllm": _vllm, "sglang": _sglang}[rt_name](pt, notes)
 
 
@@ -212,6 +212,7 @@ class _Point:
     wait_iters: int  # TensorRT-LLM batching wait
     wait_ratio: float
     fusion: str = ""  # all-reduce + RMSNorm fusion asked for: "on", "off", or "" (the runtime's default)
+    adp_balance_iters: int = 0  # attention-DP balance timeout the point was scored with (0: none)
 
     @property
     def per_rank(self) -> int:
@@ -230,6 +231,9 @@ def _trtllm(p: _Point, notes: list[str]) -> Launch:
         opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": min(p.per_rank, p.graph)}
     opts["kv_cache_config"] = {"dtype": "fp8" if p.kv_fp8 else "auto", "enable_block_reuse": False}
     opts["enable_attention_dp"] = p.dp > 1
+    if p.dp > 1 and p.adp_balance_iters:  # as scored: prompts held until every rank has one (explorer/adp_balance.py)
+        opts["attention_dp_config"] = {"enable_balance": True, "batching_wait_iters": 0,
+                                       "timeout_iters": p.adp_balance_iters}
     if p.wait_iters:
         opts["batch_wait_timeout_iters"] = p.wait_iters
         opts["batch_wait_max_tokens_ratio"] = p.wait_ratio

@@ -166,6 +166,10 @@ class Runtime:
     #: kernels (one-shot / two-shot) where they beat NCCL's algorithms (explorer/costs/comm.py
     #: ``custom_allreduce_s``; kinds whose fabric allows it: ``Hardware.peer_allreduce``)
     custom_allreduce: bool = False
+    #: with attention data parallelism, new prompts are held until every rank has one, for at most
+    #: this many iterations (TensorRT-LLM ``attention_dp_config: enable_balance, timeout_iters``;
+    #: 0: no balancing, ranks take prompts as they come; explorer/adp_balance.py)
+    adp_balance_iters: int = 0
     fitted: dict[str, RuntimeFit] = field(default_factory=dict)
     path: str = ""
     #: kinds whose ``fitted`` entry was copied from another kind's (``calibrate --transfer-from``),
@@ -196,7 +200,7 @@ class Runtime:
     def release_table(self, hardware: str | Hardware, family: str = "moe") -> tuple[Release, ...]:
         """The releases measured for a model family on a kind.  A kind fitted on served curves of this
         runtime has its own table (empty where it saw one release); a kind without one takes its
-        nearest kinds' -- the same architecture family, else vendor, as :meth:`fit_for` -- each
+        nearest kinds' (:func:`nearest_kinds`, as :meth:`fit_for`, never across architecture families) -- each
         release at the median of their speeds: a release is one software build, and its ROCm or CUDA
         kernels are slow or fast on sibling GPUs alike (SGLang 0.5.9's ROCm image measured 0.60-0.63
         of 0.5.12 on both MI300X and MI325X)."""
@@ -206,7 +210,10 @@ class Runtime:
         own = {k: v for k, v in self.releases.items() if k not in self.transferred_from and v}
         if not own:
             return ()
-        scope = _nearest_kinds(list(own), hardware, last_resort=False)  # a build never crosses vendors
+        # a build's kernels are tuned per architecture: its speed never crosses families (SGLang 0.5.9 ran
+        # 1.12x its 0.5.12 on H200 and 1.09x on B200, whose 2025 builds ran 0.78x: runtimes/sglang.yaml)
+        fam = _lineage(hardware)[1]
+        scope = [k for k in nearest_kinds(list(own), hardware, last_resort=False) if fam and _lineage(k)[1] == fam]
         speeds: dict[str, list[float]] = {}
         dates: dict[str, str] = {}
         for k in scope:
@@ -232,8 +239,8 @@ class Runtime:
 
     def fit_for(self, hardware: str | Hardware) -> RuntimeFit:
         """The fitted values on this hardware kind.  For a kind without a fit, the element-wise
-        median of this runtime's own fits (transferred copies left out) on the nearest kinds: those
-        of the same architecture family, else of the same vendor, else every kind -- the residuals
+        median of this runtime's own fits (transferred copies left out) on the nearest kinds
+        (:func:`nearest_kinds`: the same generation, family, vendor, else every kind) -- the residuals
         are the runtime's kernels and host loop on a software stack (ROCm builds of SGLang run their
         GEMMs at half the efficiency its CUDA builds do: runtimes/sglang.yaml).  With no fit at
         all, the priors."""
@@ -243,7 +250,7 @@ class Runtime:
         own = {k: f for k, f in self.fitted.items() if k not in self.transferred_from}
         if not own:
             return self.prior
-        scope = _nearest_kinds(list(own), hardware)
+        scope = nearest_kinds(list(own), hardware)
         vals = np.array([[getattr(own[k], f) for f in RuntimeFit.__dataclass_fields__] for k in scope])
         return RuntimeFit(*(float(v) for v in np.median(vals, axis=0)))
 
@@ -259,26 +266,33 @@ class Runtime:
                        releases={k: v for k, v in self.releases.items() if k != hardware})
 
 
-def _nearest_kinds(names: list[str], hardware: str | Hardware, last_resort: bool = True) -> list[str]:
-    """Of ``names`` (kinds with a fit), those nearest ``hardware``: the same architecture family,
-    else the same vendor, else (``last_resort``) all of them."""
-    fam, ven = _lineage(hardware)
-    for scope in ([k for k in names if fam and _lineage(k)[0] == fam],
-                  [k for k in names if ven and _lineage(k)[1] == ven], names if last_resort else []):
+def nearest_kinds(names: list[str], hardware: str | Hardware, last_resort: bool = True) -> list[str]:
+    """Of ``names`` (kinds with a fit), those nearest ``hardware``: the same architecture generation
+    (``arch``: cdna3 for MI300X and MI325X, cdna4 for MI355X, hopper, blackwell-ultra, ...), else the
+    same architecture family (:data:`explorer.hardware.FAMILIES`: B300 with B200, MI355X with the
+    CDNA3 kinds), else the same vendor, else (``last_resort``) all of them.  The generation comes
+    first because a software stack's kernels are tuned per ISA: SGLang's ROCm build ran DeepSeek-R1
+    at 0.45-0.55 of its modelled GEMM speed on both CDNA3 kinds and 0.95 on CDNA4
+    (runtimes/sglang.yaml ``fitted``), so a CDNA3 kind borrowing the median of one CDNA3 and one
+    CDNA4 fit was predicted +50 % held out by configuration (docs/validation.md)."""
+    arch, fam, ven = _lineage(hardware)
+    for scope in ([k for k in names if arch and _lineage(k)[0] == arch],
+                  [k for k in names if fam and _lineage(k)[1] == fam],
+                  [k for k in names if ven and _lineage(k)[2] == ven], names if last_resort else []):
         if scope:
             return scope
     return []
 
 
-def _lineage(hardware: str | Hardware) -> tuple[str, str]:
-    """(family, vendor) of a kind, ("", "") for a name no shipped hardware file has."""
+def _lineage(hardware: str | Hardware) -> tuple[str, str, str]:
+    """(arch, family, vendor) of a kind, ("", "", "") for a name no shipped hardware file has."""
     if isinstance(hardware, Hardware):
-        return hardware.family, hardware.vendor
+        return hardware.arch, hardware.family, hardware.vendor
     try:
         hw = load_hardware(hardware)
     except SpecError:
-        return "", ""
-    return hw.family, hw.vendor
+        return "", "", ""
+    return hw.arch, hw.family, hw.vendor
 
 
 def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
@@ -301,8 +315,8 @@ def _fit_section(sec: Section, prior: RuntimeFit | None) -> RuntimeFit:
 def _load_file(path: Path) -> Runtime:
     where = str(path)
     top = Section(read_yaml(path), where)
-    top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "fusion",
-                    "collectives", "overheads", "fitted", "releases", "notes"})
+    top.check_keys({"name", "display_name", "aliases", "scheduling", "cuda_graphs", "attention", "attention_dp",
+                    "fusion", "collectives", "overheads", "fitted", "releases", "notes"})
     name = top.string("name")
     aliases = top.names("aliases")
     s = top.section("scheduling")
@@ -323,6 +337,11 @@ def _load_file(path: Path) -> Runtime:
     custom_ar = co.boolean("custom_allreduce", False)
     if co.has("custom_allreduce"):
         co.string("source")
+    ad = top.section("attention_dp", required=False)  # optional: no section, no balancing
+    ad.check_keys({"balance_timeout_iters", "source", "notes"})
+    adp_iters = ad.number("balance_timeout_iters", 0, integer=True, min_value=0, max_value=100000)
+    if ad.has("balance_timeout_iters"):
+        ad.string("source")
     a = top.section("attention")
     a.check_keys({"decode_kernel", "prefill_kernel", "efficiency", "source", "notes"})
     o = top.section("overheads")
@@ -378,6 +397,7 @@ def _load_file(path: Path) -> Runtime:
         host_overlap=overlap,
         fuse_allreduce_norm=fuse_ar_norm,
         custom_allreduce=custom_ar,
+        adp_balance_iters=int(adp_iters),
         fitted=fitted,
         path=where,
         transferred_from=transferred,
@@ -447,7 +467,7 @@ def clear_cache() -> None:
 #: Design columns a runtime contributes (all numeric, per design point).
 RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_custom_ar", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
                    "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
-                   "rt_serve_step_s", "rt_serve_seq_s", "rt_release_moe", "rt_release_dense")
+                   "rt_serve_step_s", "rt_serve_seq_s", "rt_release_moe", "rt_release_dense", "rt_adp_iters")
 
 
 def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inverse: np.ndarray) -> dict[str, np.ndarray]:
@@ -466,7 +486,8 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inv
                      ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute),
                      ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s),
                      ("rt_release_moe", rt.release_speed(hw, "moe")),
-                     ("rt_release_dense", rt.release_speed(hw, "dense"))):
+                     ("rt_release_dense", rt.release_speed(hw, "dense")),
+                     ("rt_adp_iters", rt.adp_balance_iters)):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}
 
@@ -478,7 +499,7 @@ def describe(rt: Runtime) -> dict[str, Any]:
             "max_tokens_per_step": rt.max_tokens_per_step, "max_batch": rt.max_batch,
             "kv_admission": "reserve_full" if rt.reserve_full_kv else "on_demand",
             "cuda_graph_padding": rt.graph_padding, "allreduce_norm_fusion": rt.fuse_allreduce_norm,
-            "custom_allreduce": rt.custom_allreduce,
+            "custom_allreduce": rt.custom_allreduce, "attention_dp_balance_iters": rt.adp_balance_iters,
             "fitted_on": sorted(rt.fitted),
             "releases": {hw: [{"release": r.label, "family": r.family, "first_run": r.date, "speed": r.speed}
                               for r in table] for hw, table in sorted(rt.releases.items()) if table}}

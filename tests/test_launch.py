@@ -59,7 +59,12 @@ def test_trtllm_attention_dp_runs_one_batch_per_rank():
     assert _flag(la.argv, "--max_batch_size") == "32"
     opts = yaml.safe_load(la.files[TRTLLM_OPTIONS_FILE])
     assert opts["enable_attention_dp"] is True and opts["cuda_graph_config"]["max_batch_size"] == 32
+    # scored with the profile's attention-DP balance (runtimes/trtllm.yaml attention_dp): launched with it
+    assert opts["attention_dp_config"] == {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}
     assert la.argv[1] == "deepseek-ai/DeepSeek-V3" and not la.notes
+    tp8 = yaml.safe_load(launch_recipe(evaluate("deepseek-r1", "b200", batch=256, tp=8, ep=8, precision="fp8",
+                                                runtime="trtllm")).files[TRTLLM_OPTIONS_FILE])
+    assert "attention_dp_config" not in tp8  # no attention DP, nothing to balance
 
 
 def test_trtllm_mtp_and_batching_wait_go_into_the_options():

@@ -62,8 +62,8 @@ def test_release_speed_reaches_the_design_columns():
 
 
 def test_a_kind_without_its_own_table_takes_its_siblings():
-    """MI300X held out (no table of its own): the CDNA kinds' tables, each release at the median of
-    their speeds; a kind fitted on one release keeps its empty table (speed 1); NVIDIA kinds are not
+    """MI300X held out (no table of its own): its generation's tables (CDNA3), else its family's (CDNA),
+    each release at the median of their speeds; a kind fitted on one release keeps its empty table (speed 1); NVIDIA kinds are not
     siblings of AMD ones."""
     from dataclasses import replace
 
@@ -72,12 +72,19 @@ def test_a_kind_without_its_own_table_takes_its_siblings():
                                  "mi355x": (Release("0.5.9", "2026-02-20", 0.8), Release("0.5.12", "2026-05-27", 1.0)),
                                  "b200": (Release("0.5.9", "2026-03-25", 0.1),),
                                  "b300": ()}, transferred_from={})
-    table = rt.release_table("mi300x")
-    assert [(r.label, r.date, r.speed) for r in table] == [("0.5.9", "2026-02-20", pytest.approx(0.7)),
+    table = rt.release_table("mi300x")  # its generation's (cdna3: MI325X) before its family's
+    assert [(r.label, r.date, r.speed) for r in table] == [("0.5.9", "2026-02-27", pytest.approx(0.6)),
                                                             ("0.5.12", "2026-05-18", 1.0)]
-    assert rt.at_release("0.5.9").release_speed("mi300x") == pytest.approx(0.7)
+    assert rt.at_release("0.5.9").release_speed("mi300x") == pytest.approx(0.6)
+    fam = replace(rt, releases={k: v for k, v in rt.releases.items() if k != "mi325x"}).release_table("mi325x")
+    assert [(r.label, r.speed) for r in fam] == [("0.5.9", pytest.approx(0.8)), ("0.5.12", 1.0)]  # then cdna's
+    both = replace(rt, releases={**rt.releases, "mi300x": (Release("0.5.9", "2026-02-21", 0.5),)})
+    assert both.release_table("mi325x") == both.releases["mi325x"]  # a kind's own table first
+    assert [(r.label, r.date, r.speed) for r in both.without_releases_on("mi325x").release_table("mi325x")] == [
+        ("0.5.9", "2026-02-21", 0.5)]  # of two generations' tables, its own generation's alone
     assert rt.at_release("0.5.9").release_speed("b300") == 1.0  # its own (empty) table
     assert rt.at_release("0.5.9").release_speed("gb200") == pytest.approx(0.1)  # blackwell: b200's
+    assert rt.release_table("h100") == ()  # no hopper table: a Blackwell build's speed does not cross families
     assert rt.at_release("0.5.9").release_speed("mi300x", "dense") == 1.0
 
 

@@ -41,7 +41,8 @@ def test_unfitted_kind_uses_the_median_of_other_fits():
 
 def test_unfitted_kind_takes_its_family_then_its_vendor_never_a_copy():
     """A runtime's fits lend themselves to a kind it was never fitted on by lineage: the median of
-    its own fits on the kind's architecture family, else on its vendor's kinds, else on every kind.
+    its own fits on the kind's architecture generation, else its family, else on its vendor's
+    kinds, else on every kind.
     A transferred copy (``calibrate --transfer-from``) lends nothing, and leaving a kind out of the
     fit leaves out the copies taken from it (they hold what it was fitted on)."""
     rt = load_runtime("sglang")
@@ -49,8 +50,12 @@ def test_unfitted_kind_takes_its_family_then_its_vendor_never_a_copy():
             "h200": RuntimeFit(2e-4, 2e-6, 0.08, 1.0, 0.96), "b200": RuntimeFit(3e-4, 4e-6, 0.16, 0.9, 0.98),
             "gh200": RuntimeFit(9e-4, 9e-6, 0.9, 0.3, 0.3)}  # a stale copy of h200's: must never be used
     rt = replace(rt, fitted=fits, transferred_from={"gh200": "h200"})
-    amd = rt.fit_for("mi355x")  # cdna4: the cdna3 kinds' median
+    amd = rt.fit_for("mi355x")  # cdna4, no fit of its generation: its family's (the cdna3 kinds') median
     assert (amd.step_s, amd.compute, amd.attention) == pytest.approx((4.5e-4, 0.54, 0.63))
+    cdna4 = replace(rt, fitted={**fits, "mi355x": RuntimeFit(1e-4, 3e-6, 0.05, 0.95, 0.93)})
+    held = cdna4.without_fit("mi300x")
+    assert held.fit_for("mi300x") == fits["mi325x"]  # its generation (cdna3) before its family (cdna)
+    assert held.without_fit("mi325x").fit_for("mi300x").step_s == pytest.approx(1e-4)  # then the family
     assert rt.fit_for("gb200") == fits["b200"]  # blackwell
     assert rt.fit_for("h100") == fits["h200"]  # hopper: h200's own fit, not the median with gh200's copy
     ampere = rt.fit_for("a100-80gb")  # no ampere fit: NVIDIA's own fits (h200, b200)
@@ -66,6 +71,7 @@ def test_unfitted_kind_takes_its_family_then_its_vendor_never_a_copy():
     ("vllm", "prompts: mixed", "prompts: sometimes", "scheduling.prompts"),
     ("trtllm", "host_overlap: true", "host_overlap: maybe", "scheduling.host_overlap"),
     ("trtllm", "allreduce_norm: true", "allreduce_norm: 1", "fusion.allreduce_norm"),
+    ("trtllm", "balance_timeout_iters: 60", "balance_timeout_iters: -5", "attention_dp.balance_timeout_iters"),
 ])
 def test_bad_profile_is_one_line_naming_the_key(tmp_path, name, old, new, key):
     text = open(load_runtime(name).path).read()

@@ -270,3 +270,22 @@ def test_space_keys_and_zero_draft_rows():
         space_from_text(dense + "  draft_tokens: 2\n  acceptance: 0.7\n", "dense.yaml")
     ok = space_from_text(dense + "  draft_tokens: 2\n  acceptance: 0.7\n  draft_model: llama-3.1-8b\n", "dense.yaml")
     assert ok.score({"batch": np.array([1.0])})["tokens_per_s_per_user"].iloc[0] > 0
+
+
+def test_a_drafting_row_in_the_table_does_not_change_a_batching_wait_row():
+    """A row's figures never depend on the other rows of its table.  The speculative path (taken for
+    the whole table as soon as one row drafts) once floored the prompts arriving per step at one
+    before the batching wait and the attention-DP balance read them: a Llama-3.3-70B TensorRT-LLM row
+    with the InferenceX recipes' 20-iteration wait, scored beside a drafting DeepSeek row (as
+    calibration scores a kind's cases, all in one table), had its TTFT tripled."""
+    llama = dict(model="llama-3.1-70b", hardware="h200", precision="fp8", isl=922, osl=922, batch=4, tp=1,
+                 runtime="trtllm", batch_wait_iters=20, batch_wait_ratio=0.9)
+    dep = dict(model="deepseek-v3", hardware="b200", precision="fp4", isl=922, osl=922, batch=128, tp=1, dp=8,
+               ep=8, runtime="trtllm", batch_wait_iters=0, batch_wait_ratio=0.0)
+    alone = [run(row) for row in (llama, dep)]  # tables without speculation columns at all
+    mixed = run({k: [llama[k], dep[k], DSR1.get(k, llama[k])] for k in llama if k in DSR1 or k in dep}
+                | {"draft_tokens": [0, 0, 2], "acceptance": [0.0, 0.0, 0.8], "dp": [1, 8, 1], "ep": [1, 8, 1],
+                   "batch_wait_iters": [20, 0, 0], "batch_wait_ratio": [0.9, 0.0, 0.0]})
+    for i, one in enumerate(alone):
+        for key in ("ttft_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user"):
+            assert mixed[key][i] == pytest.approx(one[key][0], rel=1e-12), (i, key)

@@ -292,17 +292,22 @@ def test_serving_front_end_costs_only_served_rows():
 
 def test_family_serving_prior_for_a_kind_without_curves():
     """A kind calibrated without serving curves starts the factors only served rows identify
-    (per-kernel cost under graphs, grouped-GEMM factors) from its family's curve-fitted kinds: the
-    arithmetic mean of the launch cost, the geometric mean of efficiencies.  A kind whose family has
+    (per-kernel cost under graphs, grouped-GEMM factors) from its nearest curve-fitted kinds (its
+    architecture generation's, else its family's): the arithmetic mean of the launch cost, the geometric mean of efficiencies.  A kind whose family has
     no curve-fitted member keeps its file's values."""
     from explorer.calibrate import SERVED_ONLY, _served_curves, family_serving_prior
 
     fam = [load_hardware("b200"), load_hardware("b300")]  # blackwell kinds fitted on curves
     assert all(_served_curves(h) for h in fam) and not _served_curves(load_hardware("gb200"))
-    got = family_serving_prior(load_hardware("gb200"))
-    assert got["kernel_launch_s"] == pytest.approx(np.mean([h.kernel_launch_s for h in fam]))
-    assert got["eta_moe"] == pytest.approx(np.sqrt(fam[0].eta_moe * fam[1].eta_moe))
-    assert got["served_latency"] == pytest.approx(np.sqrt(fam[0].served_latency * fam[1].served_latency))
+    got = family_serving_prior(load_hardware("gb200"))  # sm_100 (arch blackwell): B200's alone
+    assert got["kernel_launch_s"] == pytest.approx(fam[0].kernel_launch_s)
+    assert got["eta_moe"] == pytest.approx(fam[0].eta_moe)
+    from dataclasses import replace
+    ultra = replace(load_hardware("gb200"), name="zz-ultra", arch="blackwell-ultra")  # B300's generation
+    got = family_serving_prior(ultra)
+    assert got["kernel_launch_s"] == pytest.approx(fam[1].kernel_launch_s)
+    lone = replace(load_hardware("gb200"), name="zz-next", arch="blackwell-next")  # unlisted arch: its own family
+    assert family_serving_prior(lone) == {}
     assert set(got) == {"kernel_launch_s", "eta_moe", "moe_group_s", "eta_dequant", "served_latency"}
     assert len(SERVED_ONLY) == 5
     assert family_serving_prior(load_hardware("a100-80gb")) == {}  # ampere: no curve-fitted sibling

@@ -26,12 +26,14 @@ def run_runtimes(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     print(f"{'name':12s} {'prompts':9s} {'tokens/step':>11s} {'max batch':>9s} {'KV admission':13s} {'graphs':6s} "
-          f"{'AR+norm':7s} {'TP all-reduce':13s}  fitted on")
+          f"{'AR+norm':7s} {'TP all-reduce':13s} {'ADP wait':8s}  fitted on")
     for r_ in rows:
         print(f"{r_['name']:12s} {r_['prompts']:9s} {r_['max_tokens_per_step']:11d} {r_['max_batch']:9d} "
               f"{r_['kv_admission']:13s} {'padded' if r_['cuda_graph_padding'] else '-':6s} "
               f"{'fused' if r_['allreduce_norm_fusion'] else '-':7s} "
-              f"{'custom+NCCL' if r_['custom_allreduce'] else 'NCCL':13s}  {', '.join(r_['fitted_on'])}")
+              f"{'custom+NCCL' if r_['custom_allreduce'] else 'NCCL':13s} "
+              f"{str(r_['attention_dp_balance_iters']) + ' it' if r_['attention_dp_balance_iters'] else '-':8s}  "
+              f"{', '.join(r_['fitted_on'])}")
     rel = [(r_["name"], hw, x) for r_ in rows for hw, xs in r_["releases"].items() for x in xs]
     if rel:
         print("\nsoftware releases (served-kernel speed vs the newest measured on the GPU; NAME@RELEASE asks for one):")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer import batch_wait, speculative
+from explorer import adp_balance, batch_wait, speculative
 from explorer.costs.comm import p2p_s
 from explorer.engine.hardware_columns import HardwareColumns
 from explorer.engine.layer_step import cost_steps, graph_padded, plan_step, stage_total
@@ -21,7 +21,8 @@ def dp_straggler_factor(dp: np.ndarray, f_chunk: np.ndarray) -> np.ndarray:
     with probability ``f_chunk``: a step is as slow as its slowest rank, so it carries a chunk's
     cost with probability ``1 - (1 - f)^dp`` instead of ``f``.  Returns that ratio (``dp`` for rare
     chunks, 1 when every step carries one, 1 without attention DP).  Assumes independent ranks
-    (TensorRT-LLM's attention-DP balancing, which waits to align context steps, would lower it)."""
+    (TensorRT-LLM's attention-DP balancing, which waits to align context steps, bounds it:
+    :func:`explorer.adp_balance.straggler_bound`)."""
     f = np.clip(np.asarray(f_chunk, dtype=np.float64), 1e-9, 1.0)
     dp = np.maximum(np.asarray(dp, dtype=np.float64), 1.0)
     return np.where(dp > 1, (1.0 - np.power(1.0 - f, dp)) / f, 1.0)
@@ -47,9 +48,12 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     q = None if s.spec_k is None else 1.0 + s.spec_k  # tokens per sequence through the verify step
     spec = q is not None  # speculative decoding (explorer/speculative.py)
     if spec:  # the caller counts prompts and chunk shares per output token; a step yields E of them
-        n_pf = np.maximum(1.0, n_pf * s.spec_tokens)
+        n_pf = n_pf * s.spec_tokens  # (the one-prompt floor below, after ``arrivals`` is taken)
         f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
     arrivals = n_pf  # prompts arriving per step, before the one-prompt floor of a chunk
+    # attention-DP balance (explorer/adp_balance.py): the hold before a prompt and the bound it puts on stragglers
+    adp_on = bool(((s.rt_adp_iters > 0) & (s.dp > 1)).any())
+    adp_wait, adp_bound = adp_balance.hold(s.rt_adp_iters, s.dp, arrivals) if adp_on else (0.0, np.inf)
     b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
     b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
     budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
@@ -89,7 +93,8 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
         # extra time is counted once, not dp times when chunks are rare
         moe_extra = p * np.maximum(np.where(s.rt_mixed, parts_pre["moe"] - parts_dec["moe"], parts_pre["moe"]), 0.0)
         moe_extra = np.minimum(moe_extra * s.isl / Q, tau)
-        tau = (tau - moe_extra) * dp_straggler_factor(s.dp, f_chunk) + moe_extra
+        # a balancing runtime steps its ranks' prompts together (explorer/adp_balance.py): bounded
+        tau = (tau - moe_extra) * np.minimum(dp_straggler_factor(s.dp, f_chunk), adp_bound) + moe_extra
     chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
@@ -111,6 +116,8 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
         # the held decode steps, then the batch's other prompts in the prompt's own step
         wait_steps, mates = batch_wait.hold(s.bw_iters, s.bw_ratio, s.rt_max_tokens, s.isl, b - 1.0, arrivals)
         ttft_service = ttft_service + T_dec * wait_steps + np.maximum(1.0 + mates - n_pf, 0.0) * tau
+    if adp_on:  # held until every attention-DP rank has a prompt
+        ttft_service = ttft_service + T_dec * busy * adp_wait
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
     rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
     if s.disagg.any():  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside

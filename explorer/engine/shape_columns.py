@@ -53,6 +53,8 @@ class ShapeColumns:
         self.rt_custom_ar = float_column(c, "rt_custom_ar") > 0 if "rt_custom_ar" in c else np.zeros(len(self.H), dtype=bool)
         self.rt_max_tokens, self.rt_max_batch = float_column(c, "rt_max_tokens"), float_column(c, "rt_max_batch")
         self.rt_reserve_full = float_column(c, "rt_reserve_full") > 0
+        # attention-DP balance: iterations a prompt may be held for every rank to have one (explorer/adp_balance.py)
+        self.rt_adp_iters = float_column(c, "rt_adp_iters") if "rt_adp_iters" in c else np.zeros(len(self.H))
         self.rt_graph_step, self.rt_graph_max = float_column(c, "rt_graph_step"), float_column(c, "rt_graph_max")
         self.rt_step, self.rt_per_seq = float_column(c, "rt_step_s"), float_column(c, "rt_per_seq_s")
         # the serving front end's host work, where asked for (``front_end``: off by default -- the
