@@ -263,7 +263,7 @@ def family_serving_prior(hw: Hardware) -> dict[str, float]:
     # --write` fits the kinds with curves first, and the others start from what was just written
     fitted = {h.name: h for h in (_load_file(p) for p in hardware_files()) if h.name != hw.name and _served_curves(h)}
     # the nearest of them (runtime.nearest_kinds): its generation's, else its family's; no other family's
-    sibs = [fitted[n] for n in nearest_kinds(list(fitted), hw, last_resort=False) if fitted[n].family == hw.family]
+    sibs = [fitted[n] for n in nearest_kinds(list(fitted), hw, widest="family")]
     if not sibs:
         return {}
     out: dict[str, float] = {}

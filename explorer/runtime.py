@@ -212,8 +212,7 @@ class Runtime:
             return ()
         # a build's kernels are tuned per architecture: its speed never crosses families (SGLang 0.5.9 ran
         # 1.12x its 0.5.12 on H200 and 1.09x on B200, whose 2025 builds ran 0.78x: runtimes/sglang.yaml)
-        fam = _lineage(hardware)[1]
-        scope = [k for k in nearest_kinds(list(own), hardware, last_resort=False) if fam and _lineage(k)[1] == fam]
+        scope = nearest_kinds(list(own), hardware, widest="family")
         speeds: dict[str, list[float]] = {}
         dates: dict[str, str] = {}
         for k in scope:
@@ -266,21 +265,25 @@ class Runtime:
                        releases={k: v for k, v in self.releases.items() if k != hardware})
 
 
-def nearest_kinds(names: list[str], hardware: str | Hardware, last_resort: bool = True) -> list[str]:
+#: how far :func:`nearest_kinds` may reach, nearest first
+LINEAGE_SCOPES = ("arch", "family", "vendor", "all")
+
+
+def nearest_kinds(names: list[str], hardware: str | Hardware, widest: str = "all") -> list[str]:
     """Of ``names`` (kinds with a fit), those nearest ``hardware``: the same architecture generation
     (``arch``: cdna3 for MI300X and MI325X, cdna4 for MI355X, hopper, blackwell-ultra, ...), else the
     same architecture family (:data:`explorer.hardware.FAMILIES`: B300 with B200, MI355X with the
-    CDNA3 kinds), else the same vendor, else (``last_resort``) all of them.  The generation comes
-    first because a software stack's kernels are tuned per ISA: SGLang's ROCm build ran DeepSeek-R1
-    at 0.45-0.55 of its modelled GEMM speed on both CDNA3 kinds and 0.95 on CDNA4
+    CDNA3 kinds), else the same vendor, else all of them -- reaching no further than ``widest``
+    (one of :data:`LINEAGE_SCOPES`; empty where nothing is that near).  The generation comes first
+    because a software stack's kernels are tuned per ISA: SGLang's ROCm build ran DeepSeek-R1 at
+    0.45-0.55 of its modelled GEMM speed on both CDNA3 kinds and 0.95 on CDNA4
     (runtimes/sglang.yaml ``fitted``), so a CDNA3 kind borrowing the median of one CDNA3 and one
     CDNA4 fit was predicted +50 % held out by configuration (docs/validation.md)."""
-    arch, fam, ven = _lineage(hardware)
-    for scope in ([k for k in names if arch and _lineage(k)[0] == arch],
-                  [k for k in names if fam and _lineage(k)[1] == fam],
-                  [k for k in names if ven and _lineage(k)[2] == ven], names if last_resort else []):
-        if scope:
-            return scope
+    mine = _lineage(hardware)
+    for level, scope in enumerate(LINEAGE_SCOPES[:LINEAGE_SCOPES.index(widest) + 1]):
+        near = names if scope == "all" else [k for k in names if mine[level] and _lineage(k)[level] == mine[level]]
+        if near:
+            return near
     return []
 
 

@@ -53,6 +53,11 @@ def test_unfitted_kind_takes_its_family_then_its_vendor_never_a_copy():
     amd = rt.fit_for("mi355x")  # cdna4, no fit of its generation: its family's (the cdna3 kinds') median
     assert (amd.step_s, amd.compute, amd.attention) == pytest.approx((4.5e-4, 0.54, 0.63))
     cdna4 = replace(rt, fitted={**fits, "mi355x": RuntimeFit(1e-4, 3e-6, 0.05, 0.95, 0.93)})
+    from explorer.runtime import nearest_kinds
+    assert nearest_kinds(["h200", "mi325x", "b300"], "gb200") == ["b300"]  # no sm_100 fit: its family's
+    assert nearest_kinds(["h200", "mi325x"], "gb200", widest="family") == []  # Hopper is not Blackwell
+    assert nearest_kinds(["h200", "mi325x"], "gb200", widest="vendor") == ["h200"]
+    assert nearest_kinds(["mi325x"], "zz-unknown") == ["mi325x"]  # no lineage: every kind
     held = cdna4.without_fit("mi300x")
     assert held.fit_for("mi300x") == fits["mi325x"]  # its generation (cdna3) before its family (cdna)
     assert held.without_fit("mi325x").fit_for("mi300x").step_s == pytest.approx(1e-4)  # then the family
