@@ -78,11 +78,20 @@ def main() -> None:
     held_cfg = {k: v for k, v in held_cfg.items() if k not in more_cases}
     L: list[str] = []
     w = L.append
+    # the file's curves and rows, and those kept unscored (a curve labelled speculative decoding)
+    curve_ids = {c.curve for c in cases.values()}
+    row_ids = {k.rsplit(":", 1)[0] for k in cases}
+    scored = {c.curve for c in cases.values() if c.supported}
+    unscored = sorted(curve_ids - scored)
+    kept_out = (f"; {len(unscored)} curve{'s' if len(unscored) > 1 else ''} "
+                f"({', '.join(f'`{u}`' for u in unscored)}) kept unscored, why in *Where it is wrong, and why*"
+                if unscored else "")
     w("# Validation: how wrong the simulator is, case by case")
     w("")
     w(f"Regenerated {dt.date.today().isoformat()} by `python benchmarks/validation_doc.py` (after "
       "`explorer calibrate --hardware all --write` and `python benchmarks/cross_validate.py`).  Data, each "
-      "row with its source: `validation/fronts.yaml` (49 measured serving curves, 261 rows: InferenceX / "
+      f"row with its source: `validation/fronts.yaml` ({len(curve_ids)} measured serving curves, {len(row_ids)} "
+      f"rows{kept_out}: InferenceX / "
       "InferenceMAX runs of DeepSeek-R1, Llama-3.3-70B, gpt-oss-120b, Qwen3-235B on H100, H200, B200, MI300X, "
       "MI325X under SGLang, TensorRT-LLM and vLLM), `validation/measurements.yaml` (86 published points) and "
       "`validation/kernels.yaml` (663 kernel microbenchmarks).  One calibration per hardware kind fits them "

@@ -41,6 +41,14 @@ Reading rules (each documented where it is applied):
   suffix (``Qwen3-235B-A22B-FP8``), which is dropped to find the preset.  The KV cache is the
   policy's (FP8) unless the run's InferenceX recipe left its dtype at ``auto``
   (:data:`INFERENCEX_KV_CACHE`: BF16 for DeepSeek-R1 under SGLang on H200 and gpt-oss on Hopper).
+* **Speculative decoding.** A curve (or row) may say ``spec_decoding: mtp`` (InferenceX's
+  ``spec-decoding`` field; values :data:`SPEC_DECODING`), with ``spec_decoding_source``.  A curve row
+  carries no draft length or acceptance rate, and an MTP run's tokens/s per user is its engine's
+  times the accepted tokens per step (DeepSeek-R1 FP8 TP8 on B200: 1.6-1.9x the same deployment's
+  plain-decoding curves at 4 clients), so such rows are kept unsupported
+  with the reason rather than scored as plain decoding (fronts.yaml ``meta.not_included`` leaves
+  MTP rows out; one curve that entered unlabelled is labelled in the project's copy, with its
+  evidence in ``spec_decoding_source``).
 """
 
 from __future__ import annotations
@@ -214,7 +222,10 @@ def inferencex_mean_length(meta: Any) -> float:
     return INFERENCEX_MEAN_LENGTH
 CURVE_KEYS = {"curve", "model", "gpu", "num_gpus", "framework", "framework_version", "image", "precision", "tp", "ep",
               "pp", "dp_attention", "isl", "osl", "date", "concurrencies", "throughput_field", "source", "notes",
-              "trust"}
+              "trust", "spec_decoding", "spec_decoding_source"}
+#: Values of a curve's ``spec_decoding`` (InferenceX's ``spec-decoding`` field): ``none`` is plain
+#: decoding; the others draft tokens (the model's MTP module, an EAGLE head, a draft model).
+SPEC_DECODING = ("none", "mtp", "eagle", "draft_model")
 ROW_KEYS = CURVE_KEYS - {"concurrencies", "throughput_field"} | {
     "id", "concurrency", "tok_s_gpu", "tok_s_gpu_derived", "tok_s_user", "ttft_ms", "tpot_ms", "mean_ttft_ms",
     "mean_tpot_ms", "total_tok_s_gpu", "stat", "run_url"}
@@ -310,6 +321,12 @@ def curve_cases(data: dict, where: str) -> list:
             t, dp = (1, tp) if (dpa and preset.shape.experts) else (tp, 1)
             if t * dp * pp != n_gpus:
                 raise ValueError(f"tp*pp = {t * dp * pp} does not match num_gpus = {n_gpus}")
+            spec = str(raw.get("spec_decoding", meta.get("spec_decoding", "none")) or "none").strip().lower()
+            if spec not in SPEC_DECODING:
+                raise ValueError(f"'spec_decoding' must be one of {', '.join(SPEC_DECODING)}, got {spec!r}")
+            if spec != "none":
+                raise ValueError(f"speculative decoding ({spec}) run: a curve row gives no draft length or acceptance "
+                                 "rate, so it is not scored as plain decoding")
             isl, osl = _positive(raw, "isl"), _positive(raw, "osl")
             assert isl is not None and osl is not None
             mean_factor = ix_mean if (_inferencex(text) and not _fixed_lengths(text)) else 1.0

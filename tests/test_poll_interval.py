@@ -112,8 +112,11 @@ def test_recipe_token_budgets_and_the_dsr1_b200_batching_wait():
     assert recipe_max_num_tokens("deepseek-v3", "b200", 8192, 256) == 8512
     assert recipe_max_num_tokens("gpt-oss-120b", "h200", 1024, 4) == 20000
     assert recipe_max_num_tokens("llama-3.1-70b", "b200", 1024, 64) == 0
-    cases = [c for c in load_cases("validation/fronts.yaml") if c.supported and "dsr1_b200_trtllm" in c.id]
-    assert {c.values["max_num_tokens"] for c in cases} == {8192}
+    # fronts.yaml's DeepSeek-R1 B200 TensorRT-LLM curve is a speculative-decoding run (unscored): the
+    # fixture curves' plain-decoding one at 1k/1k, 4 clients, carries the same budget
+    cases = [c for c in load_cases("validation/fronts_inferencex.yaml")
+             if c.supported and "dsr1_b200_trtllm_fp8_tp8ep1_1k1k" in c.id]
+    assert cases and {c.values["max_num_tokens"] for c in cases} == {8192}
     assert {c.values.get("batch_wait_iters", 0) for c in cases} == {0}  # its DELAY_BATCHING: not applied
 
 
