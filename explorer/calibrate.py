@@ -75,6 +75,9 @@ TTFT_WEIGHT = 0.5
 #: fit (2026-12-04, in sample): from the profile's 4 ms / 100 us start it stopped at 3.6 ms / 86 us
 #: (objective 0.239; gpt-oss-120b's curve -25 %), from 1.5 ms / 30 us it reached 0.217 (-16 %),
 #: from 2.5 ms / 60 us 0.219, from 0 0.225.  The lowest objective wins; ties keep the profile's start.
+#: Cost: up to five more solves per fit with a free front end (TensorRT-LLM kinds); the leave-one-curve-out
+#: run went from ~30 min to over 2.5 h on the loaded 2-core machine.  To do: try the other levels only where
+#: the first fit leaves a front end binding on some case.
 SERVE_START_LEVELS = (1.0, 0.625, 0.375, 0.2, 0.0)
 #: extra weight of a group (on top of 1/sqrt(n) per case).  Measured held out (benchmarks/cross_validate.py):
 #: doubling the measurement points' weight worsened both the curves (10.1 -> 11.3 % median) and the
