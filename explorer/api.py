@@ -217,7 +217,7 @@ def evaluate(
     if rt.release or rt.release_date:  # NAME@RELEASE: an older build's served-kernel speed
         fam = "moe" if float(design["experts"][0]) > 0 else "dense"
         out["runtime_release"] = {"release": rt.release or rt.release_date, "family": fam,
-                                  "speed": rt.release_speed(hw, fam)}
+                                  "speed": rt.release_speed(hw, fam), "latency": rt.release_latency(hw, fam)}
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
     out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}

@@ -8,9 +8,10 @@ For one hardware kind, the free parameters are
 * for every serving runtime measured on the kind, its host costs (per step, per running sequence
   per step, per request) and its attention-kernel residual (runtime file, ``fitted.<kind>``);
 * for every runtime and model family with curves of two or more software releases on the kind, the
-  served-kernel speed of each release but the newest (runtime file, ``releases.<kind>``; bounded to
-  :data:`explorer.runtime.RELEASE_SPEED_BOUNDS`, weak log prior toward 1 -- no difference between
-  releases; :func:`measured_releases`).
+  served-kernel speed of each release but the newest and its fixed per-step cost (``latency``:
+  launches, host step, front end) relative to the newest's (runtime file, ``releases.<kind>``;
+  bounded to :data:`explorer.runtime.RELEASE_SPEED_BOUNDS` and ``RELEASE_LATENCY_BOUNDS``, weak log
+  prior toward 1 -- no difference between releases; :func:`measured_releases`).
 
 They minimise, by bounded least squares (scipy's trust-region reflective), the weighted sum over
 every supported case on that kind -- measurement points, serving-curve rows (both axes and TTFT)
@@ -46,6 +47,7 @@ from explorer.hardware import Hardware, _load_file, load_hardware
 from explorer.runtime import (
     DEFAULT_RUNTIME,
     FITTED_KEYS,
+    RELEASE_LATENCY_BOUNDS,
     RELEASE_SPEED_BOUNDS,
     Release,
     Runtime,
@@ -78,7 +80,7 @@ TTFT_WEIGHT = 0.5
 #: from 2.5 ms / 60 us 0.219, from 0 0.225.  The lowest objective wins; ties keep the profile's start.
 #: Cost: up to five more solves per fit where a front end binds on some case (TensorRT-LLM kinds; where
 #: none binds the levels are skipped: they could change no residual).  With the grouped Jacobian
-#: (:func:`grouped_jacobian`, 2.5x fewer evaluations on H200) a fit with levels takes ~1 min.
+#: (:func:`grouped_jacobian`: 18 evaluations per Jacobian instead of 47 on H200) a fit with levels takes ~1 min.
 SERVE_START_LEVELS = (1.0, 0.625, 0.375, 0.2, 0.0)
 #: extra weight of a group (on top of 1/sqrt(n) per case).  Measured held out (benchmarks/cross_validate.py):
 #: doubling the measurement points' weight worsened both the curves (10.1 -> 11.3 % median) and the
@@ -239,7 +241,8 @@ class Fit:
             "fitted": self.values,
             "prior": self.prior,
             "runtimes": self.runtime_values,
-            "releases": {r: [{"release": x.label, "family": x.family, "date": x.date, "speed": x.speed}
+            "releases": {r: [{"release": x.label, "family": x.family, "date": x.date, "speed": x.speed,
+                                 "latency": x.latency}
                              for x in rt.releases.get(self.hardware.name, ())]
                          for r, rt in self.runtimes.items() if rt.releases.get(self.hardware.name)},
             "median_abs_error_before": med(self.errors_before),
@@ -346,27 +349,33 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     curve_rts = {str(c.values.get("runtime")) for c in mine if c.kind == "curve"} if fit_releases else set()
     free_rel = [(r, lab) for r in rts0 for lab, (_date, anchor) in rels[r].items() if not anchor]
     n_rel = len(free_rel)
-    theta0 = np.concatenate([theta_hw] + theta_rt + [np.ones(n_rel)])
-    lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0) + [np.full(n_rel, RELEASE_SPEED_BOUNDS[0])])
+    # each free release has two parameters: its served kernels' speed, then its fixed per-step cost
+    # (Release.latency); both 1 at the start, both pulled toward 1 by the weak log prior
+    theta0 = np.concatenate([theta_hw] + theta_rt + [np.ones(2 * n_rel)])
+    lo = np.concatenate([lo_hw] + [lo_rt] * len(rts0) + [np.full(n_rel, RELEASE_SPEED_BOUNDS[0]),
+                                                         np.full(n_rel, RELEASE_LATENCY_BOUNDS[0])])
     # a runtime without a serving front end (its profile's serve_* priors are 0: the MLPerf harness,
     # gpt-fast) keeps them at 0 -- they would only split its step cost with step_us arbitrarily
     serve = np.array([k.startswith("serve_") for k in RT_PARAMS])
     hi = np.concatenate([hi_hw] + [np.where(serve & (t <= 0.0), 1e-12, hi_rt) for t in theta_rt]
-                        + [np.full(n_rel, RELEASE_SPEED_BOUNDS[1])])
+                        + [np.full(n_rel, RELEASE_SPEED_BOUNDS[1]), np.full(n_rel, RELEASE_LATENCY_BOUNDS[1])])
     log_prior = np.concatenate([np.array([b[4] is None for b in PARAMS.values()])]
                                + [np.array([v[1] is None for v in RT_PARAMS.values()])] * len(rts0)
-                               + [np.ones(n_rel, dtype=bool)])
+                               + [np.ones(2 * n_rel, dtype=bool)])
     scales = np.concatenate([np.array([b[4] or 1.0 for b in PARAMS.values()])]
                             + [np.array([v[1] or 1.0 for v in RT_PARAMS.values()])] * len(rts0)
-                            + [np.ones(n_rel)])
+                            + [np.ones(2 * n_rel)])
 
     def unpack(theta: np.ndarray) -> tuple[Hardware, dict[str, Runtime]]:
         hw = _with(hw0, theta[:n_hw])
         rts: dict[str, Runtime] = {}
-        speed = dict(zip(free_rel, theta[len(theta) - n_rel:], strict=True))
+        rel_part = theta[len(theta) - 2 * n_rel:]
+        speed = dict(zip(free_rel, rel_part[:n_rel], strict=True))
+        latency = dict(zip(free_rel, rel_part[n_rel:], strict=True))
         for j, r in enumerate(rts0):
             part = theta[n_hw + j * len(RT_PARAMS): n_hw + (j + 1) * len(RT_PARAMS)]
-            table = tuple(Release(lab, date, float(speed.get((r, (fam, lab)), 1.0)), fam)
+            table = tuple(Release(lab, date, float(speed.get((r, (fam, lab)), 1.0)), fam,
+                                  float(latency.get((r, (fam, lab)), 1.0)))
                           for (fam, lab), (date, _a) in rels[r].items())
             rts[r] = rts0[r].with_fit(hw0.name, _rt_fit(part))
             # a kind measured on served curves of the runtime keeps its own table (empty where it saw
@@ -380,7 +389,7 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
         return np.where(np.isfinite(pred) & (pred > 0), pred, 1e-9) / measured - 1.0
 
     free_serve = np.concatenate([np.zeros(n_hw, dtype=bool)] + [serve & (t > 0.0) for t in theta_rt]
-                                + [np.zeros(n_rel, dtype=bool)])  # front-end costs this fit may move
+                                + [np.zeros(2 * n_rel, dtype=bool)])  # front-end costs this fit may move
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         r = weights * np.log1p(errors(theta))
@@ -396,7 +405,7 @@ def calibrate(hardware: str | Hardware, measurements: str | Path | Sequence[str 
     rows_of: list[np.ndarray] = [np.arange(n_case)] * n_hw
     for r in rts0:
         rows_of += [np.flatnonzero([s == r for s in served_rt])] * len(RT_PARAMS)
-    rows_of += [np.flatnonzero([s == r for s in served_rt]) for r, _lab in free_rel]
+    rows_of += [np.flatnonzero([s == r for s in served_rt]) for r, _lab in free_rel] * 2  # speed, latency
     rows_of = [np.append(rows, n_case + j) for j, rows in enumerate(rows_of)]
     jac_groups = _disjoint_groups(rows_of, n_case + n_par)
     last: dict[str, np.ndarray] = {}
@@ -611,11 +620,12 @@ def write_runtime_fit(rt: Runtime, hardware: str, source: str, path: Path | None
     if hardware in rt.releases:
         releases[hardware] = rt.releases[hardware]
     if releases:
-        lines.append("releases:  # served-kernel speed of each measured release vs the kind's newest (explorer calibrate)")
+        lines.append("releases:  # served-kernel speed and fixed per-step cost (latency) of each measured release vs the kind's newest (explorer calibrate)")
         for h in sorted(releases):
             lines.append(f"  {h}:" + ("" if releases[h] else " []  # one release per model family measured"))
             lines.extend(f"    - {{release: {_yaml_str(r.label)}, family: {r.family}, date: {_yaml_str(r.date)}, "
-                         f"speed: {_fmt(r.speed)}}}"
+                         f"speed: {_fmt(r.speed)}"
+                         + (f", latency: {_fmt(r.latency)}" if r.latency != 1.0 else "") + "}"
                          for r in releases[h])
     new = text[: m.start()] + "\n".join(lines) + "\n"
     return _replace_checked(path, new, load_rt)
@@ -702,8 +712,8 @@ def format_fit(fit: Fit) -> str:
         lines.append(f"  runtime {r}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in vals.items()))
         rels = fit.runtimes[r].releases.get(fit.hardware.name, ()) if r in fit.runtimes else ()
         if rels:
-            lines.append(f"  runtime {r} releases (speed vs newest): "
-                         + ", ".join(f"{x.family} {x.label} ({x.date}) {x.speed:.3g}" for x in rels))
+            lines.append(f"  runtime {r} releases (speed, per-step latency vs newest): "
+                         + ", ".join(f"{x.family} {x.label} ({x.date}) {x.speed:.3g}, {x.latency:.3g}" for x in rels))
     lines.append(f"  median |error| {s['median_abs_error_before']:.1%} -> {s['median_abs_error_after']:.1%}; "
                  f"p90 after {s['p90_abs_error_after']:.1%}")
     for cid, b, a in zip(fit.case_ids, fit.errors_before, fit.errors_after, strict=True):

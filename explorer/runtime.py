@@ -58,6 +58,11 @@ SCHEDULING = ("mixed", "separate")
 #: a release's served-kernel speed relative to its kind's newest fitted release: bounds of the fit
 #: (explorer/calibrate.py; > 1 where an older build measured faster, e.g. a regression)
 RELEASE_SPEED_BOUNDS = (0.3, 1.5)
+#: a release's fixed per-step cost (kernel launches, the engine's host step, the front end) relative
+#: to its kind's newest fitted release: bounds of the fit (explorer/calibrate.py).  SGLang 0.5.9's
+#: ROCm build ran every DeepSeek-R1 step ~9.5 ms slower than 0.5.12 at 4 to 64 clients on MI300X and
+#: MI325X (fronts_inferencex.yaml): a constant per step, which a kernel speed cannot express
+RELEASE_LATENCY_BOUNDS = (0.25, 4.0)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: the source line ``calibrate --transfer-from`` writes for a copied fit (explorer/calibrate.py ``transfer``)
 TRANSFERRED = re.compile(r"transferred from ([\w.-]+) ")
@@ -101,6 +106,11 @@ class Release:
     #: the model family its speed was measured on: ``moe`` or ``dense`` (a release's expert and MLA
     #: kernels change apart from its dense ones: the 2025-26 builds' gains are MoE kernels)
     family: str = "moe"
+    #: its fixed per-step costs -- kernel launches, the engine's host step and the serving front end --
+    #: relative to the newest release's (1.0; fitted, :data:`RELEASE_LATENCY_BOUNDS`).  A build that
+    #: fuses kernels, captures more of the step in a graph or moves detokenising off the loop changes
+    #: these, not its kernels' bandwidth: one named residual, not resolved part by part
+    latency: float = 1.0
 
 
 def version_key(label: str) -> tuple[int, ...] | None:
@@ -192,10 +202,21 @@ class Runtime:
         """Served-kernel speed of this profile's release on a kind, for a model family (``moe`` or
         ``dense``), relative to the newest release measured there (:func:`pick_release` over
         :meth:`release_table`); 1.0 without a release or a table."""
-        if not (self.release or self.release_date):
-            return 1.0
-        r = pick_release(self.release_table(hardware, family), self.release, self.release_date)
+        r = self.release_for(hardware, family)
         return r.speed if r is not None else 1.0
+
+    def release_latency(self, hardware: str | Hardware, family: str = "moe") -> float:
+        """Fixed per-step cost of this profile's release on a kind, for a model family, relative to the
+        newest release measured there (:attr:`Release.latency`); 1.0 without a release or a table."""
+        r = self.release_for(hardware, family)
+        return r.latency if r is not None else 1.0
+
+    def release_for(self, hardware: str | Hardware, family: str = "moe") -> Release | None:
+        """The measured release this profile's release (label and/or date) is read as on a kind
+        (:func:`pick_release` over :meth:`release_table`); None without a release or a table."""
+        if not (self.release or self.release_date):
+            return None
+        return pick_release(self.release_table(hardware, family), self.release, self.release_date)
 
     def release_table(self, hardware: str | Hardware, family: str = "moe") -> tuple[Release, ...]:
         """The releases measured for a model family on a kind.  A kind fitted on served curves of this
@@ -214,15 +235,17 @@ class Runtime:
         # 1.12x its 0.5.12 on H200 and 1.09x on B200, whose 2025 builds ran 0.78x: runtimes/sglang.yaml)
         scope = nearest_kinds(list(own), hardware, widest="family")
         speeds: dict[str, list[float]] = {}
+        latencies: dict[str, list[float]] = {}
         dates: dict[str, str] = {}
         for k in scope:
             for r in own[k]:
                 if r.family == family:
                     speeds.setdefault(r.label, []).append(r.speed)
+                    latencies.setdefault(r.label, []).append(r.latency)
                     known = [d for d in (dates.get(r.label, ""), r.date) if d]
                     dates[r.label] = min(known) if known else ""
-        return tuple(sorted((Release(lab, dates[lab], float(np.median(v)), family) for lab, v in speeds.items()),
-                            key=lambda r: (r.date, r.label)))
+        return tuple(sorted((Release(lab, dates[lab], float(np.median(v)), family, float(np.median(latencies[lab])))
+                             for lab, v in speeds.items()), key=lambda r: (r.date, r.label)))
 
     def with_releases(self, hardware: str, releases: tuple[Release, ...]) -> Runtime:
         """A copy with another release table on one kind (calibration uses this)."""
@@ -379,11 +402,13 @@ def _load_file(path: Path) -> Runtime:
         got = []
         for i, item in enumerate(items):
             r = Section(item, where, f"releases.{hw_name}[{i}]")
-            r.check_keys({"release", "family", "date", "speed", "cases"})
+            r.check_keys({"release", "family", "date", "speed", "latency", "cases"})
             got.append(Release(str(r.raw("release", "") or ""), str(r.raw("date", "") or ""),
                                float(r.number("speed", min_value=RELEASE_SPEED_BOUNDS[0],
                                               max_value=RELEASE_SPEED_BOUNDS[1])),
-                               r.string("family", "moe", choices={"moe", "dense"})))
+                               r.string("family", "moe", choices={"moe", "dense"}),
+                               float(r.number("latency", 1.0, min_value=RELEASE_LATENCY_BOUNDS[0],
+                                              max_value=RELEASE_LATENCY_BOUNDS[1]))))
         releases[str(hw_name)] = tuple(got)
     return Runtime(
         name=name,
@@ -470,7 +495,8 @@ def clear_cache() -> None:
 #: Design columns a runtime contributes (all numeric, per design point).
 RUNTIME_COLUMNS = ("rt_mixed", "rt_overlap", "rt_ar_norm", "rt_custom_ar", "rt_max_tokens", "rt_max_batch", "rt_reserve_full", "rt_graph_step",
                    "rt_graph_max", "rt_step_s", "rt_per_seq_s", "rt_request_s", "rt_attention", "rt_compute",
-                   "rt_serve_step_s", "rt_serve_seq_s", "rt_release_moe", "rt_release_dense", "rt_adp_iters")
+                   "rt_serve_step_s", "rt_serve_seq_s", "rt_release_moe", "rt_release_dense",
+                   "rt_latency_moe", "rt_latency_dense", "rt_adp_iters")
 
 
 def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inverse: np.ndarray) -> dict[str, np.ndarray]:
@@ -490,6 +516,8 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inv
                      ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s),
                      ("rt_release_moe", rt.release_speed(hw, "moe")),
                      ("rt_release_dense", rt.release_speed(hw, "dense")),
+                     ("rt_latency_moe", rt.release_latency(hw, "moe")),
+                     ("rt_latency_dense", rt.release_latency(hw, "dense")),
                      ("rt_adp_iters", rt.adp_balance_iters)):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}

@@ -146,6 +146,16 @@ def _prepare(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict:
         # (fused MoE and MLA decode at small batch), not in prefill GEMMs.  One factor for every
         # memory-bound kernel: what a release changed is not resolved kernel by kernel.  Capped at 1.
         hw.eta_m = np.minimum(hw.eta_m * s.rt_release, 1.0)
+    if (s.rt_latency != 1.0).any():
+        # ... and its fixed per-step costs (Release.latency, fitted per release): kernel launches, the
+        # engine's host step and per-sequence work, the serving front end's.  SGLang 0.5.9 on MI300X and
+        # MI325X ran each DeepSeek-R1 step ~9.5 ms slower than 0.5.12 from 4 to 64 clients -- a constant
+        # per step, not a kernel speed.  One factor for all of them: which part a build changed is not
+        # resolved from served curves
+        lat = s.rt_latency
+        hw.launch = hw.launch * lat
+        s.rt_step, s.rt_per_seq = s.rt_step * lat, s.rt_per_seq * lat
+        s.rt_serve_step, s.rt_serve_seq = s.rt_serve_step * lat, s.rt_serve_seq * lat
     # Missing formats: compute with the bf16 peak so figures stay finite; the row is infeasible.
     hw.peak = np.where(np.isfinite(hw.peak), hw.peak, hw.bf16_peak)
     hw.peak_attn = np.where(np.isfinite(hw.peak_attn), hw.peak_attn, hw.bf16_peak)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -122,7 +123,7 @@ def test_an_older_release_is_slower_and_never_beats_the_roofline():
     assert r["1.0"]["tpot_s"] == pytest.approx(evaluate("deepseek-r1", "h200", runtime="sglang", **kw)["tpot_s"])
     assert 1.2 < r["0.1"]["tpot_s"] / r["1.0"]["tpot_s"] < 2.0
     assert r["0.2"]["tpot_s"] < r["1.0"]["tpot_s"]
-    assert r["0.1"]["runtime_release"] == {"release": "0.1", "family": "moe", "speed": 0.5}
+    assert r["0.1"]["runtime_release"] == {"release": "0.1", "family": "moe", "speed": 0.5, "latency": 1.0}
     assert "runtime_release" not in r["1.0"] or r["1.0"]["runtime_release"]["speed"] == 1.0
     from explorer.calibrate import CURVE_FILES
     from explorer.validate import load_cases, validate
@@ -157,16 +158,46 @@ def test_release_table_round_trips_through_the_profile_file(tmp_path):
     src = load_runtime("vllm")
     p = tmp_path / "vllm.yaml"
     p.write_text(open(src.path).read())
-    rt = _load_file(p).with_releases("zz9", (Release("0.10.2", "2025-10-29", 0.83, "dense"),
+    rt = _load_file(p).with_releases("zz9", (Release("0.10.2", "2025-10-29", 0.83, "dense", 1.7),
                                              Release("0.18.0", "2026-03-27", 1.0, "dense")))
     write_runtime_fit(rt, "zz9", "test", path=p)
     back = _load_file(p)
     assert back.releases["zz9"] == rt.releases["zz9"]
     assert back.at_release("0.10.2").release_speed("zz9", "dense") == pytest.approx(0.83)
-    bad = p.read_text().replace("speed: 0.83", "speed: 7")
-    p.write_text(bad)
-    with pytest.raises(SpecError, match="releases.zz9"):
-        _load_file(p)
+    assert back.at_release("0.10.2").release_latency("zz9", "dense") == pytest.approx(1.7)
+    assert back.at_release("0.18.0").release_latency("zz9", "dense") == 1.0
+    text = p.read_text()
+    for good, wrong in (("speed: 0.83", "speed: 7"), ("latency: 1.7", "latency: 9")):
+        p.write_text(text.replace(good, wrong))
+        with pytest.raises(SpecError, match="releases.zz9"):
+            _load_file(p)
+
+
+def test_release_latency_scales_the_fixed_step_costs_by_hand():
+    """A release at latency 2 (Release.latency) pays twice the fixed per-step costs -- kernel
+    launches, the engine's host step and per-sequence work -- and nothing else: its kernels
+    (GEMM, MoE, collectives) cost what the newest's do.  DeepSeek-R1 on 8 x H200 under SGLang, 4
+    clients: the overhead component doubles (to 1e-4: the decode batch moves by 0.3 %, and with it
+    the per-sequence host term), the kernel components are equal, and TPOT rises by exactly the
+    overhead it adds."""
+    base = load_runtime("sglang")
+    table = (Release("0.1", "2025-01-01", 1.0, "moe", 2.0), Release("1.0", "2026-01-01", 1.0, "moe", 1.0))
+    kw = dict(batch=4, isl=1024, osl=1024, tp=8, precision="fp8")
+    old, new = (evaluate("deepseek-r1", "h200", runtime=base.with_releases("h200", table).at_release(lab), **kw)
+                for lab in ("0.1", "1.0"))
+    assert old["runtime_release"]["latency"] == 2.0 and new["runtime_release"]["latency"] == 1.0
+    assert old["breakdown"]["overhead"] == pytest.approx(2.0 * new["breakdown"]["overhead"], rel=1e-4)
+    for k in ("gemm", "moe", "comm"):
+        assert old["breakdown"][k] == new["breakdown"][k]
+    added = old["breakdown"]["overhead"] - new["breakdown"]["overhead"]
+    assert old["tpot_s"] - new["tpot_s"] == pytest.approx(
+        added + old["breakdown"]["prefill"] - new["breakdown"]["prefill"]
+        + old["breakdown"]["attention"] - new["breakdown"]["attention"], rel=1e-9)
+    # the release table of a kind without its own takes its siblings' medians of both figures
+    sib = replace(base, releases={"mi300x": (Release("0.5.9", "2026-02-27", 0.6, "moe", 2.0),),
+                                  "mi325x": (Release("0.5.9", "2026-02-27", 0.8, "moe", 3.0),)})
+    got = sib.at_release("0.5.9")
+    assert got.release_latency("mi355x") == pytest.approx(2.5) and got.release_speed("mi355x") == pytest.approx(0.7)
 
 
 def test_a_space_lists_releases_side_by_side(tmp_path):

@@ -71,6 +71,10 @@ class ShapeColumns:
         self.rt_release = np.where(self.E > 0,
                                    float_column(c, "rt_release_moe") if "rt_release_moe" in c else one,
                                    float_column(c, "rt_release_dense") if "rt_release_dense" in c else one)
+        # ... and its fixed per-step costs (launches, host step, front end) relative to the newest's
+        self.rt_latency = np.where(self.E > 0,
+                                   float_column(c, "rt_latency_moe") if "rt_latency_moe" in c else one,
+                                   float_column(c, "rt_latency_dense") if "rt_latency_dense" in c else one)
         self.counts = param_counts(c)
         self.n_moe = np.where(self.E > 0, self.L - float_column(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
