@@ -214,10 +214,12 @@ def evaluate(
     out["hardware"] = hw.label
     out["precision"] = prec.label
     out["runtime"] = rt.name
-    if rt.release or rt.release_date:  # NAME@RELEASE: an older build's served-kernel speed
+    if rt.release or rt.release_date:  # NAME@RELEASE: an older build's kernel speed and per-step cost
         fam = "moe" if float(design["experts"][0]) > 0 else "dense"
+        picked = rt.release_for(hw, fam)
         out["runtime_release"] = {"release": rt.release or rt.release_date, "family": fam,
-                                  "speed": rt.release_speed(hw, fam), "latency": rt.release_latency(hw, fam)}
+                                  "speed": picked.speed if picked else 1.0,
+                                  "latency": picked.latency if picked else 1.0}
     out["model"] = model.name if isinstance(model, ModelShape) else (get_preset(model).shape.name if model else "custom")
     out["shape"] = {k: design[k][0].item() for k in design if k in ModelShape.__dataclass_fields__}
     out["deployment"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "isl": isl, "osl": osl}

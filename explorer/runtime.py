@@ -505,6 +505,7 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inv
     rows: dict[str, list[float]] = {k: [] for k in RUNTIME_COLUMNS}
     for rt, hw in zip(runtimes, hardware, strict=True):
         f = rt.fit_for(hw)
+        rel = {fam: rt.release_for(hw, fam) for fam in ("moe", "dense")}  # looked up once per family
         for k, v in (("rt_mixed", rt.mixed_prompts), ("rt_overlap", rt.host_overlap),
                      ("rt_ar_norm", rt.fuse_allreduce_norm), ("rt_custom_ar", rt.custom_allreduce),
                      ("rt_max_tokens", rt.max_tokens_per_step),
@@ -514,10 +515,10 @@ def runtime_columns(runtimes: list[Runtime], hardware: list[str | Hardware], inv
                      ("rt_step_s", f.step_s), ("rt_per_seq_s", f.per_sequence_s),
                      ("rt_request_s", f.per_request_s), ("rt_attention", f.attention), ("rt_compute", f.compute),
                      ("rt_serve_step_s", f.serve_step_s), ("rt_serve_seq_s", f.serve_per_sequence_s),
-                     ("rt_release_moe", rt.release_speed(hw, "moe")),
-                     ("rt_release_dense", rt.release_speed(hw, "dense")),
-                     ("rt_latency_moe", rt.release_latency(hw, "moe")),
-                     ("rt_latency_dense", rt.release_latency(hw, "dense")),
+                     ("rt_release_moe", rel["moe"].speed if rel["moe"] else 1.0),
+                     ("rt_release_dense", rel["dense"].speed if rel["dense"] else 1.0),
+                     ("rt_latency_moe", rel["moe"].latency if rel["moe"] else 1.0),
+                     ("rt_latency_dense", rel["dense"].latency if rel["dense"] else 1.0),
                      ("rt_adp_iters", rt.adp_balance_iters)):
             rows[k].append(float(v))
     return {k: np.asarray(v, dtype=np.float64)[inverse] for k, v in rows.items()}

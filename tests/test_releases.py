@@ -50,8 +50,6 @@ def test_pick_release_without_information_is_the_newest():
 
 
 def test_release_speed_reaches_the_design_columns():
-    from dataclasses import replace
-
     rt = replace(load_runtime("sglang"), releases={"h200": TABLE, "b300": ()})
     assert rt.release_speed("h200") == 1.0  # no release named: the newest
     assert rt.at_release("0.5.6").release_speed("h200") == 0.7
