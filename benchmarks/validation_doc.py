@@ -101,8 +101,10 @@ def main() -> None:
     w("")
     w("Each row is a closed-loop run at one client concurrency; the simulator is asked for the same model, "
       "GPU, runtime (`framework`), tp/ep, precision and mean lengths (0.9 L for InferenceX's uniform "
-      "[0.8 L, L]) at batch = concurrency.  Derived InferenceX throughputs are divided by 1.023 (fronts.yaml "
-      "`meta.derived_throughput`).  **Held out** = the curve's kind refitted without any row of that curve, "
+      "[0.8 L, L]) at batch = concurrency.  A measured InferenceX throughput is a finite run's (10 C requests): "
+      "it is scored against the steady state less the run's drain (explorer/closed_loop.py "
+      "`finite_run_throughput_factor`, 0.95-0.98); a derived one (Little's law on the measured means) against "
+      "the steady state as it is.  **Held out** = the curve's kind refitted without any row of that curve, "
       "then the curve predicted: the figure to expect on curves we do not have.  **Held out by "
       "configuration** = every curve of the same model and runtime on the kind left out together (its other "
       "splits, lengths and dates too; `benchmarks/cross_validate.py --hold-out config`): the figure to "

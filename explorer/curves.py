@@ -13,11 +13,16 @@ Reading rules (each documented where it is applied):
   ``meta.inferencex_conventions`` says 0.8, the default): the simulator gets the means
   ``(1 + r)/2 L`` = 0.9 L.  A curve whose notes say the lengths are fixed, or that is not an
   InferenceX run, gets ``L``.
-* **Derived throughput.** Rows without a measured ``tok_s_gpu`` carry ``tok_s_gpu_derived``
-  (Little's law from measured TTFT/TPOT).  fronts.yaml ``meta.derived_throughput`` measured that
-  derivation against 232 InferenceX rows with both figures: +2.3 % median bias.  Derived InferenceX
-  figures are divided by :data:`DERIVED_THROUGHPUT_BIAS` before comparison; others are compared as
-  they are (their bias is unknown).
+* **Measured and derived throughput.** A measured InferenceX ``tok_s_gpu`` is total output tokens
+  over the run's wall time, and the run is finite (``num_prompts = 10 C``): its drain, the slots
+  going idle one by one after the queue empties, is in the figure.  Those rows carry
+  ``values["finite_run_cv"]`` (their lengths' coefficient of variation) and are scored against the
+  steady-state prediction times :func:`explorer.closed_loop.finite_run_throughput_factor` (0.95-0.98).
+  Rows without a measured ``tok_s_gpu`` carry ``tok_s_gpu_derived`` (Little's law from the
+  measured mean TTFT/TPOT), which has no drain in it: scored against the steady state as it is.
+  (fronts.yaml ``meta.derived_throughput`` measured derived / measured - 1 = +2.3 % median on 232
+  InferenceX rows, which the drain explains: until 2026-12-06 derived figures were divided by
+  1.023 and measured ones scored at the steady state.)
 * **TTFT** is compared with the median where the row gives one, else with the mean.  ``ttft_ms``
   is the statistic the row's ``stat`` names (text starting ``mean`` or ``median``); without one it
   is the median when the row also carries ``mean_ttft_ms`` (InferenceX fixture rows: ``ttft_ms`` =
@@ -60,8 +65,6 @@ from typing import Any
 
 from explorer.errors import ExplorerError, SpecError
 
-#: fronts.yaml meta.derived_throughput: derived/measured - 1 = +2.3 % median on 232 InferenceX rows.
-DERIVED_THROUGHPUT_BIAS = 1.023
 #: Context batching waits the InferenceX TensorRT-LLM recipes set (explorer/batch_wait.py), as
 #: (model preset, isl, osl, largest tp, timeout iterations, token ratio): the Llama-3.3-70B scripts
 #: write ``batch_wait_max_tokens_ratio: 0.9`` and ``batch_wait_timeout_iters: 20`` into the LLM API
@@ -368,11 +371,11 @@ def curve_cases(data: dict, where: str) -> list:
             derived = got is None
             if got is None:
                 got = float(_positive(raw, "tok_s_gpu_derived") or 0.0)
-                if _inferencex(text):
-                    got /= DERIVED_THROUGHPUT_BIAS
+            elif _inferencex(text):  # a finite run's wall time: its drain is in the figure
+                values["finite_run_cv"] = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0
             measured_gpu: float = got
-            note = "derived throughput, de-biased /1.023" if derived and _inferencex(text) else (
-                "derived throughput (bias unknown)" if derived else "")
+            note = "derived throughput (Little's law on the measured means: scored at the steady state)" \
+                if derived and _inferencex(text) else ("derived throughput (bias unknown)" if derived else "")
             measured_user = _positive(raw, "tok_s_user")
             ttft, ttft_column = ttft_statistic(raw)
             if ttft_column:  # the median: the closed-loop p50 over InferenceX's uniform lengths

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from explorer import speculative
-from explorer.closed_loop import start_burst_ttft_s
+from explorer.closed_loop import finite_run_throughput_factor, start_burst_ttft_s
 from explorer.design import build_design
 from explorer.errors import ExplorerError, SpecError
 from explorer.hardware import Hardware, load_hardware
@@ -688,6 +688,10 @@ def _convert(case: Case, res: dict[str, np.ndarray], i: int) -> float:
         return float(res["tokens_per_s_per_gpu"][i]) * float(case.values.get("gpus_per_node", DEFAULT_GPUS_PER_NODE))
     if field_ == "tpot_ms":
         return float(res["tpot_s"][i]) * 1e3
+    if field_ == "tokens_per_s_per_gpu" and "finite_run_cv" in case.values:
+        # a measured finite run: steady state less its drain (explorer/closed_loop.py)
+        factor = finite_run_throughput_factor(case.values["batch"], case.values["finite_run_cv"])
+        return float(res[field_][i] * factor)
     if field_ == "ttft_ms":
         ttft = float(res["ttft_s"][i])
         if case.kind == "curve" and case.values.get("benchmark") == "inferencex":
@@ -755,7 +759,7 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
         for b in batches:
             for k, v in c.values.items():
-                if k not in ("batch", "runtime", "serverless", "benchmark", "gpus_per_node", *SPEC_VALUES,
+                if k not in ("batch", "runtime", "serverless", "benchmark", "finite_run_cv", "gpus_per_node", *SPEC_VALUES,
                              *OPTIONAL_VALUES, *RELEASE_VALUES):
                     rows.setdefault(k, []).append(v)
             for k, default in OPTIONAL_VALUES.items():  # present in every row once one case has it

@@ -108,3 +108,17 @@ def test_expected_max_expert_load_by_hand():
     # more tokens, smaller relative imbalance
     g = expected_max_load_factor(np.full(3, 8.0), np.array([8.0, 80.0, 8000.0]))
     assert np.all(np.diff(g) < 0) and g[-1] < 1.05
+
+
+@settings(max_examples=40, deadline=None)
+@given(clients=st.integers(1, 4096), cv=st.floats(0.0, 0.3), per=st.integers(1, 20))
+def test_finite_run_drain_is_a_bounded_loss(clients, cv, per):
+    """A finite run never measures more than the steady state, and never loses more than its slots
+    idling for one longest request each (the drain's bound)."""
+    from explorer.closed_loop import finite_run_loss, finite_run_throughput_factor
+
+    loss = finite_run_loss(clients, cv, per)
+    h = np.sqrt(3.0) * cv
+    assert 0.0 <= loss <= (1.0 + h) / (per * (1.0 - h)) + 1e-12
+    f = finite_run_throughput_factor(clients, cv, per)
+    assert 0.0 < float(f) <= 1.0

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from explorer.api import evaluate
-from explorer.curves import DERIVED_THROUGHPUT_BIAS, MEDIAN_TTFT_COLUMN, length_cv, ttft_statistic
+from explorer.closed_loop import finite_run_loss, finite_run_throughput_factor
+from explorer.curves import MEDIAN_TTFT_COLUMN, length_cv, ttft_statistic
 from explorer.design import build_design
 from explorer.simulate import simulate
 from explorer.validate import load_cases, predict, validate
@@ -46,7 +47,7 @@ def test_row_yields_three_cases_with_inferencex_mean_lengths(fronts, tmp_path):
     assert (c.values["isl"], c.values["osl"]) == (922, 922)
     assert (c.values["tp"], c.values["ep"], c.values["batch"], c.values["runtime"]) == (8, 1, 4, "sglang")
     assert c.family == "moe" and c.curve == "ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25"
-    assert c.measured == 45.93  # measured throughput, not de-biased
+    assert c.measured == 45.93  # measured throughput, as it is
     # the row has mean_ttft_ms 259.9 and ttft_ms 156.3 (InferenceX median_ttft): the median is scored
     assert cases[2].measured == 156.3 and cases[2].column == MEDIAN_TTFT_COLUMN
     assert c.values["latency_percentiles"] == 1.0
@@ -59,7 +60,12 @@ def test_row_yields_three_cases_with_inferencex_mean_lengths(fronts, tmp_path):
     pred = predict(cases)
     r = evaluate("deepseek-r1", "h200", batch=4, isl=922, osl=922, tp=8, precision="w:fp8/a:fp8/kv:bf16",
                  runtime="sglang@0.5.9")
-    assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-9)
+    # a measured throughput is a finite run's (40 requests through 4 slots): the steady state less
+    # its drain; interactivity is the steady state's
+    assert c.values["finite_run_cv"] == pytest.approx(0.2 / (math.sqrt(3.0) * 1.8))
+    drain = 1.0 / (1.0 + finite_run_loss(4, c.values["finite_run_cv"]))
+    assert 0.97 < drain < 0.99
+    assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"] * drain, rel=1e-9)
     assert pred[1] == pytest.approx(r["tokens_per_s_per_user"], rel=1e-9)
     # the median against the closed-loop p50, without the opening burst (a mean's correction)
     design, table = build_design({"model": np.array(["deepseek-r1"], dtype=object), "hardware": np.array(["h200"], dtype=object),
@@ -110,14 +116,20 @@ def test_a_mean_ttft_row_keeps_the_opening_burst(fronts, tmp_path):
     assert pred[2] == pytest.approx((r["ttft_s"] + burst_s) * 1e3, rel=1e-9)
 
 
-def test_derived_throughput_is_debiased(fronts, tmp_path):
+def test_derived_throughput_is_scored_at_the_steady_state(fronts, tmp_path):
     rid = "aicix_llama70b_h200_trtllm_fp8_tp1ep1_1k1k_2025-10-29_c4"
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(_small(fronts, {rid})))
-    c = load_cases(p)[0]
-    assert c.measured == pytest.approx(193.2 / DERIVED_THROUGHPUT_BIAS)
-    assert "de-biased" in c.note
-    # the low-trust gap-analysis curve states fixed lengths: no 0.9 factor, no de-bias
+    cases = load_cases(p)
+    c = cases[0]
+    # Little's law on the measured means has no drain in it: the figure as it is, against the
+    # steady state (no finite-run factor)
+    assert c.measured == 193.2 and "steady state" in c.note and "finite_run_cv" not in c.values
+    pred = predict(cases)
+    r = evaluate("llama-3.1-70b", "h200", batch=4, isl=922, osl=922, tp=1, precision="fp8", runtime="trtllm",
+                 front_end=True, batch_wait_iters=20, batch_wait_ratio=0.9)
+    assert pred[0] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-9)
+    # the low-trust gap-analysis curve states fixed lengths: no 0.9 factor
     rid2 = "aicgap_qwen3_235b_h100_trtllm_fp8_tp4ep4_1k_512_c4"
     p.write_text(yaml.safe_dump(_small(fronts, {rid2})))
     c2 = load_cases(p)[0]
@@ -215,3 +227,30 @@ def test_a_field_the_schema_does_not_know_is_ignored_and_named(fronts, tmp_path)
     res = validate(p)
     assert res["cases"] and all(r["supported"] and "ignored unknown key(s) ['p99_itl_ms']" in r["note"]
                                 for r in res["cases"])
+
+
+def test_finite_run_drain_known_answers():
+    cv = 0.2 / (math.sqrt(3.0) * 1.8)  # InferenceX's U[0.8 L, L]
+    # one slot runs its ten requests back to back: the wall time is their sum, no drain
+    assert finite_run_loss(1, cv) == 0.0
+    # equal requests: every slot finishes its ten together, no drain
+    assert finite_run_loss(64, 0.0) == 0.0
+    # bound by hand: no slot idles longer than the longest request (1 + h, h = sqrt(3) cv = 0.111 of the
+    # mean), so the idle time is under (C - 1)(1 + h) against a total work over 10 C (1 - h) requests:
+    # two slots lose under 1.111 / (20 * 0.889) = 6.25 %; and the drain grows with the pool
+    h = math.sqrt(3.0) * cv
+    assert 0.0 < finite_run_loss(2, cv) < (1 + h) / (20 * (1 - h))
+    losses = [finite_run_loss(c, cv) for c in (2, 4, 16, 64, 256)]
+    assert all(a < b for a, b in zip(losses, losses[1:], strict=False))
+    # at large C the slots drift apart and the drain approaches half a request per slot over ten
+    # (5 %) plus the longest request's excess over the mean (<= 11 % of one request): 5-6 %
+    assert 0.045 < finite_run_loss(256, cv) < 0.06
+    assert 0.015 < finite_run_loss(4, cv) < 0.025
+    # the data: 148 InferenceX rows with measured throughput and mean TTFT/TPOT (fronts*.yaml) put
+    # derived / measured - 1 at +1.4..+4.0 % at 4 clients and +2.0..+6.3 % at 16-64
+    assert 0.0 < losses[1] < 0.04 and 0.02 < losses[3] < 0.063
+    f = finite_run_throughput_factor(np.array([1, 4, 4, 64]), cv)
+    assert f[0] == 1.0 and f[1] == f[2] == pytest.approx(1.0 / (1.0 + losses[1]))
+    assert f[3] == pytest.approx(1.0 / (1.0 + losses[3]))
+    # seeded: the same figure on every call (the cache aside)
+    assert finite_run_loss.__wrapped__(16, cv) == finite_run_loss(16, cv)
