@@ -376,6 +376,11 @@ def curve_cases(data: dict, where: str) -> list:
             measured_gpu: float = got
             note = "derived throughput (Little's law on the measured means: scored at the steady state)" \
                 if derived and _inferencex(text) else ("derived throughput (bias unknown)" if derived else "")
+            if "finite_run_cv" in values:
+                from explorer.closed_loop import BENCHMARK_PROMPTS_PER_CLIENT, finite_run_throughput_factor
+
+                drain = float(finite_run_throughput_factor(conc, values["finite_run_cv"]))
+                note = f"finite run of {BENCHMARK_PROMPTS_PER_CLIENT * conc} requests: scored as the steady state x {drain:.3f} (its drain)"
             measured_user = _positive(raw, "tok_s_user")
             ttft, ttft_column = ttft_statistic(raw)
             if ttft_column:  # the median: the closed-loop p50 over InferenceX's uniform lengths

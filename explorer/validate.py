@@ -811,8 +811,8 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                 continue
             if ci != src:
                 cases[ci].chosen_batch = cases[src].chosen_batch
-                if cases[src].note and not cases[ci].note.startswith("derived"):
-                    cases[ci].note = cases[ci].note or cases[src].note
+                if cases[src].model_reason:  # the shared design point's verdict (loader notes stay per case)
+                    cases[ci].model_reason, cases[ci].note = cases[src].model_reason, cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
     system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system" and systems]
     for ci in system:
