@@ -254,3 +254,17 @@ def test_finite_run_drain_known_answers():
     assert f[3] == pytest.approx(1.0 / (1.0 + losses[3]))
     # seeded: the same figure on every call (the cache aside)
     assert finite_run_loss.__wrapped__(16, cv) == finite_run_loss(16, cv)
+
+
+def test_an_infeasible_row_says_so_on_every_case(fronts, tmp_path):
+    # DeepSeek-R1 on two H100s does not fit: the verdict of the shared design point reaches all
+    # three cases of the row (and the throughput's own finite-run note gives way to it)
+    d = _small(fronts, {"ix_dsr1_h200_sglang_fp8_tp8ep1_1k1k_2026-03-25_c4"})
+    d["rows"][0].update(gpu="H100", num_gpus=2, tp=2)
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(d))
+    cases = load_cases(p)
+    assert "finite run of 40 requests" in cases[0].note and cases[1].note == ""
+    predict(cases)
+    assert [c.model_reason for c in cases] == [6, 6, 6]
+    assert all(c.note == "the design point is infeasible in the model (reason code 6)" for c in cases)
