@@ -63,6 +63,7 @@ import os
 import re
 from typing import Any
 
+from explorer.closed_loop import BENCHMARK_PROMPTS_PER_CLIENT, finite_run_throughput_factor
 from explorer.errors import ExplorerError, SpecError
 
 #: Context batching waits the InferenceX TensorRT-LLM recipes set (explorer/batch_wait.py), as
@@ -333,6 +334,7 @@ def curve_cases(data: dict, where: str) -> list:
             isl, osl = _positive(raw, "isl"), _positive(raw, "osl")
             assert isl is not None and osl is not None
             mean_factor = ix_mean if (_inferencex(text) and not _fixed_lengths(text)) else 1.0
+            lengths_cv = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0  # drawn lengths' spread
             values = {"model": preset.shape.name, "precision": prec, "isl": max(1, round(isl * mean_factor)),
                       "osl": max(2, round(osl * mean_factor)), "tp": t, "pp": pp, "ep": ep, "dp": dp,
                       "batch": conc, "runtime": rt.name}
@@ -372,20 +374,17 @@ def curve_cases(data: dict, where: str) -> list:
             if got is None:
                 got = float(_positive(raw, "tok_s_gpu_derived") or 0.0)
             elif _inferencex(text):  # a finite run's wall time: its drain is in the figure
-                values["finite_run_cv"] = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0
+                values["finite_run_cv"] = lengths_cv
             measured_gpu: float = got
             note = "derived throughput (Little's law on the measured means: scored at the steady state)" \
                 if derived and _inferencex(text) else ("derived throughput (bias unknown)" if derived else "")
             if "finite_run_cv" in values:
-                from explorer.closed_loop import BENCHMARK_PROMPTS_PER_CLIENT, finite_run_throughput_factor
-
                 drain = float(finite_run_throughput_factor(conc, values["finite_run_cv"]))
                 note = f"finite run of {BENCHMARK_PROMPTS_PER_CLIENT * conc} requests: scored as the steady state x {drain:.3f} (its drain)"
             measured_user = _positive(raw, "tok_s_user")
             ttft, ttft_column = ttft_statistic(raw)
             if ttft_column:  # the median: the closed-loop p50 over InferenceX's uniform lengths
-                cv = length_cv(data.get("meta")) if mean_factor != 1.0 else 0.0
-                values.update(latency_percentiles=1.0, isl_cv=cv, osl_cv=cv)
+                values.update(latency_percentiles=1.0, isl_cv=lengths_cv, osl_cv=lengths_cv)
             # every figure of the row is read before any case is made: a bad one fails them all
             first = len(out)
             out.append(Case(f"{rid}:tok_s_gpu", "tok_s_gpu", "tok/s/gpu", measured_gpu, note=note, **common))
