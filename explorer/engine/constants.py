@@ -23,3 +23,11 @@ MOE_EXTRA_KERNELS = 3.0
 #: the tokens per expert (vLLM/SGLang fused_moe tuned configs use BLOCK_SIZE_M 16 for small
 #: groups; TensorRT-LLM's MoE GEMMs swap A and B so tokens sit on the MMA's N side).
 MOE_SMALL_TILE_M = 16.0
+#: Extra kernels on the critical path of an MLA layer's decode attention, over the GQA layer's qkv GEMM,
+#: rotary, attention and o GEMM (absorbed MLA: fused q_a/kv_a GEMM, q_a RMSNorm (kv_a's runs beside it),
+#: q_b GEMM, the k_b batched GEMM (rotary and cache append beside it), attention, the v_b batched GEMM,
+#: o GEMM: 7 kernels against 4).  Source: TensorRT-LLM tensorrt_llm/_torch/modules/attention.py
+#: ``MLA.forward_impl`` / ``forward_absorption_generation`` (maybe_execute_in_parallel on the aux
+#: stream for the two norms and for the k_b BMM with ``mla_rope_generation``).  Runtimes without the
+#: aux stream launch one or two more (not modelled).
+MLA_EXTRA_KERNELS = 3.0

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from explorer import speculative
-from explorer.engine.constants import ELEMENTWISE_KERNELS_PER_LAYER, MOE_EXTRA_KERNELS
+from explorer.engine.constants import ELEMENTWISE_KERNELS_PER_LAYER, MLA_EXTRA_KERNELS, MOE_EXTRA_KERNELS
 from explorer.model import attention_params_per_layer, kv_elements_per_token_layer, param_counts
 
 
@@ -89,6 +89,7 @@ class ShapeColumns:
         fused_norms = np.where(self.rt_ar_norm & tp_ar & (self.dp == 1), 2.0, 0.0)
         shared = self.Es * self.Fs / self.t > 0
         self.kernels_per_layer = (2.0 + 1.0 + ELEMENTWISE_KERNELS_PER_LAYER - fused_norms + np.where(tp_ar, 2.0, 0.0)
+                                  + np.where(self.mla, MLA_EXTRA_KERNELS, 0.0)
                                   + wd * 2.0 + wm * (3.0 + MOE_EXTRA_KERNELS + np.where(shared, 2.0, 0.0)
                                                      + np.where((self.e > 1) & (self.dp > 1), 2.0, 0.0)))
         self.Ls = np.ceil(self.L / self.p)  # layers on the worst stage
