@@ -79,7 +79,8 @@ class ShapeColumns:
         self.n_moe = np.where(self.E > 0, self.L - float_column(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
         # kernels one layer launches (averaged over dense and MoE layers): the qkv and o
-        # GEMMs, attention, the small kernels, two all-reduces at tp > 1, the dense MLP's two GEMMs or
+        # GEMMs, attention, the small kernels, an MLA layer's 3 extra (MLA_EXTRA_KERNELS), two all-reduces
+        # at tp > 1, the dense MLP's two GEMMs or
         # the MoE layer's (router, two grouped GEMMs, routing/permute/unpermute, shared experts,
         # dispatch + combine under attention DP).  A runtime that fuses the residual add + RMSNorm
         # into its tensor-parallel all-reduces (fusion.allreduce_norm) launches the layer's two norms
