@@ -17,7 +17,8 @@ own all-reduce kernels, explorer/costs/comm.py ``custom_allreduce_s``) and the P
 (later): a design whose memory holds no sequence is scored as if one fit (explorer/simulate.py
 ``b_cap``; before, a zero cap gave TTFTs of 1e14 ms and $1e10 per million tokens) -- checked first
 that only infeasible rows moved (475 of 20,000 random, 81 of 3,000 runtime, 30 of 1,500 open-loop,
-40 of 1,500 speculative, 315 of 600 MTP rows; no feasible row)."""
+40 of 1,500 speculative, 315 of 600 MTP rows; no feasible row).  Regenerated on purpose 2026-12-06: an MLA layer launches 3 more
+kernels (explorer/engine/constants.py ``MLA_EXTRA_KERNELS``), which moves every row with MLA shapes."""
 
 from __future__ import annotations
 
