@@ -143,14 +143,14 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
     The Server/Interactive throughput rows themselves (a rate search per evaluation) and the p99
     latency cases stay out of the fit and are validated only -- held out by construction."""
     from explorer.mlperf_latency import FITTED_SCENARIOS, FITTED_STATS, operating_values
-    from explorer.validate import _predict_system, split_of
+    from explorer.validate import _predict_systems, split_of
 
     by_id = {c.id: c for c in cases if c.kind == "system"}
-    for c in cases:
-        if not (c.supported and c.kind == "system" and c.saturated):
-            continue
-        got = _predict_system(c, load_hardware(c.hardware), load_runtime(c.values.get("runtime") or "trtllm"))
-        if not c.supported or not np.isfinite(got):
+    offline = [c for c in cases if c.supported and c.kind == "system" and c.saturated]
+    got = _predict_systems(offline, [load_hardware(c.hardware) for c in offline],
+                           [load_runtime(c.values.get("runtime") or "trtllm") for c in offline])
+    for c, g in zip(offline, got, strict=True):
+        if not c.supported or not np.isfinite(g):
             continue
         split = split_of(c.note)
         if split is None:
@@ -159,19 +159,19 @@ def fixed_system_cases(cases: list[Case]) -> list[Case]:
         c.values = {k: v for k, v in c.values.items() if k not in ("tp_open", "ttft_limit_ms", "tpot_limit_ms")}
         c.values.update(tp=t, ep=e, dp=dp)
         c.kind = "inference"
-    predicted: set[str] = set()
-    for c in cases:
-        if not (c.supported and c.kind == "system_latency" and c.id.rsplit(":", 1)[1] in FITTED_STATS
-                and c.regime.startswith(FITTED_SCENARIOS)):
-            continue
-        parent = by_id.get(c.parent)
-        if parent is None:
-            continue
-        rt = load_runtime(c.values.get("runtime") or "mlperf")
-        if parent.id not in predicted:  # the parent's split (the rate search runs once per row)
-            _predict_system(parent, load_hardware(parent.hardware), rt)
-            predicted.add(parent.id)
-        v = operating_values(c, parent, rt)
+    fitted = [c for c in cases if c.supported and c.kind == "system_latency"
+              and c.id.rsplit(":", 1)[1] in FITTED_STATS and c.regime.startswith(FITTED_SCENARIOS)
+              and by_id.get(c.parent) is not None]
+    # each parent's split, from its own (latency-limited) prediction: one rate search for all of them,
+    # each parent on the runtime of its first latency case (as one case at a time did)
+    parents: dict[str, tuple[Case, Runtime]] = {}
+    for c in fitted:
+        parents.setdefault(c.parent, (by_id[c.parent], load_runtime(c.values.get("runtime") or "mlperf")))
+    todo = list(parents.values())
+    _predict_systems([p for p, _ in todo], [load_hardware(p.hardware) for p, _ in todo], [r for _, r in todo])
+    for c in fitted:
+        parent = by_id[c.parent]
+        v = operating_values(c, parent, load_runtime(c.values.get("runtime") or "mlperf"))
         if v is None:
             continue
         c.values, c.kind = v, "inference"

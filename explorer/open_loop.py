@@ -119,6 +119,23 @@ def residual_quantile(p, share_long, t_short_s, t_long_s) -> np.ndarray:
     return np.where(upper, r_up, r_lo)
 
 
+def poisson_ppf(p: float, mu: np.ndarray) -> np.ndarray:
+    """The ``p``-quantile (``0 < p < 1``) of Poisson(``mu``), element-wise: the smallest ``k`` with
+    ``P(N <= k) >= p``; NaN where ``mu`` is negative, NaN or infinite.  The computation of
+    ``scipy.stats.poisson.ppf`` (scipy 1.17 ``_discrete_distns.poisson_gen._ppf``: the inverse of the
+    regularized incomplete gamma, rounded up, then one step back where the CDF already reaches
+    ``p``), with the same results (tests/test_open_loop.py), on ``scipy.special`` only: importing
+    scipy.stats costs ~0.5-2 s, more than the validation files take to score."""
+    from scipy.special import pdtr, pdtrik  # imported here: a plain closed-loop evaluation never needs them
+
+    mu = np.asarray(mu, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        k = np.ceil(pdtrik(p, mu))
+        below = np.maximum(k - 1.0, 0.0)
+        out = np.where(pdtr(below, mu) >= p, below, k)
+    return np.where(mu >= 0, out, np.nan)
+
+
 def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, ttft_service_s, prompt_s,
                 busy, t_chunk_step_s=None, chunk_step_share=None, step_tokens=1.0,
                 mixed=True, isl_cv=0.0, osl_cv=0.0, isl_per_budget=0.0) -> dict[str, np.ndarray]:
@@ -171,18 +188,13 @@ def percentiles(op: dict[str, np.ndarray], osl, t_dec_s, t_dec_slope_s, tau_s, t
     # a prefill step takes every waiting prompt, so the ones that arrive while it waits for the step
     # in flight to end join its batch and delay its first token
     mu_own = np.maximum(op["request_rate"] * T, 0.0)
-    # imported here, not at module level: scipy.stats takes ~0.45 s to import, which every
-    # `explorer evaluate` paid before its first closed-loop point (percentiles are asked for by
-    # open-loop rows and validation, not by a plain closed-loop evaluation)
-    from scipy.stats import poisson
-
     out: dict[str, np.ndarray] = {}
     for name, p in PERCENTILES.items():
         resid = busy * np.maximum(tail_quantile(theta, C, p) + mean_resid, residual_quantile(p, w, T, Tc))
         # the co-scheduled prompts are Poisson(X T): their p-quantile beyond the mean, each ~tau
         # (mixed: their p-quantile beyond the mean, the mean is in the step time; separate: those
         # arriving during the wait, their mean given the wait at its p-quantile, X * resid)
-        extra = np.where(mixed, np.maximum(poisson.ppf(p, mu_own) - mu_own, 0.0) * tau,
+        extra = np.where(mixed, np.maximum(poisson_ppf(p, mu_own) - mu_own, 0.0) * tau,
                          op["request_rate"] * resid * tau)
         # the prompt's own length: lognormal quantile ratio of ISL (mean 1), each token ~tau/ISL
         s2 = np.log1p(cv_i2)

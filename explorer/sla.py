@@ -26,23 +26,26 @@ FINE_STEPS = 20
 
 
 def _meets(r: dict[str, np.ndarray], ttft_limit_s, tpot_limit_s) -> np.ndarray:
-    ok = np.asarray(r["feasible"], dtype=bool)
-    if ttft_limit_s is not None:
-        ok &= np.asarray(r["ttft_p99_s"]) <= ttft_limit_s
-    if tpot_limit_s is not None:
-        ok &= np.asarray(r["tpot_p99_s"]) <= tpot_limit_s
+    """Rows that are feasible and within their limits (``None`` or NaN: no limit on that figure)."""
+    ok = np.array(r["feasible"], dtype=bool)  # a copy: the results keep their own column
+    for col, limit in (("ttft_p99_s", ttft_limit_s), ("tpot_p99_s", tpot_limit_s)):
+        if limit is None:
+            continue
+        lim = np.asarray(limit, dtype=np.float64)
+        ok &= np.where(np.isnan(lim), True, np.asarray(r[col]) <= lim)
     return ok
 
 
-def max_rate_within_limits(values: dict[str, Any], saturated_rate, ttft_limit_s: float | None,
-                           tpot_limit_s: float | None, where: str = "sla",
-                           request_s: float | None = None) -> dict[str, np.ndarray]:
+def max_rate_within_limits(values: dict[str, Any], saturated_rate, ttft_limit_s: float | np.ndarray | None,
+                           tpot_limit_s: float | np.ndarray | None, where: str = "sla",
+                           request_s: float | np.ndarray | None = None) -> dict[str, np.ndarray]:
     """For ``n`` designs (``values`` as :func:`explorer.design.build_design` takes them, arrays of
     length ``n`` or scalars; ``batch`` sizes memory and should be the runtime's maximum running
     requests) and their closed-loop saturated request rates (requests/s per replica), the highest
     rate meeting the limits.  Returns ``request_rate`` (0 where even the lowest rung fails) and
     ``row`` (index into the returned ``results``, the simulator's columns at that rate).
-    ``request_s`` overrides the runtime's per-request host time (0 for in-process harnesses)."""
+    ``request_s`` overrides the runtime's per-request host time (0 for in-process harnesses).  The
+    limits and ``request_s`` are scalars or one per design (NaN: no limit, or the runtime's time)."""
     sat = np.atleast_1d(np.asarray(saturated_rate, dtype=np.float64))
     n = sat.size
 
@@ -54,10 +57,13 @@ def max_rate_within_limits(values: dict[str, Any], saturated_rate, ttft_limit_s:
             rows[k] = np.repeat(a, m) if a.ndim == 1 and len(a) == n else np.repeat(np.asarray([v] * n, dtype=a.dtype), m)
         rows["request_rate"] = (sat[:, None] * fracs).ravel()
         d, t = build_design(rows, where)
-        if request_s is not None:
-            d["rt_request_s"] = np.full_like(d["rt_request_s"], request_s)
+        if request_s is not None:  # per design; NaN keeps the runtime's
+            over = np.repeat(np.broadcast_to(np.asarray(request_s, dtype=np.float64), (n,)), m)
+            d["rt_request_s"] = np.where(np.isnan(over), d["rt_request_s"], over)
         r = simulate(d, t, detail=True)
-        return r, _meets(r, ttft_limit_s, tpot_limit_s).reshape(n, m)
+        per_row = [None if x is None else np.repeat(np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)), m)
+                   for x in (ttft_limit_s, tpot_limit_s)]
+        return r, _meets(r, *per_row).reshape(n, m)
 
     coarse = np.broadcast_to(np.linspace(1.0 / COARSE_STEPS, 1.0, COARSE_STEPS), (n, COARSE_STEPS))
     _, ok = score(coarse)

@@ -815,8 +815,10 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
                     cases[ci].model_reason, cases[ci].note = cases[src].model_reason, cases[src].note
             out[ci] = _convert(cases[ci], res, row_of[src])
     system = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system" and systems]
-    for ci in system:
-        out[ci] = _predict_system(cases[ci], hw(cases[ci].hardware), rt(cases[ci].values.get("runtime") or DEFAULT_RUNTIME))
+    if system:
+        out[np.array(system)] = _predict_systems(
+            [cases[ci] for ci in system], [hw(cases[ci].hardware) for ci in system],
+            [rt(cases[ci].values.get("runtime") or DEFAULT_RUNTIME) for ci in system])
     latency = [ci for ci, c in enumerate(cases) if c.supported and c.kind == "system_latency"]
     if latency:  # at the run's measured rate, on the deployment its throughput row chose
         from explorer.mlperf_latency import predict_latency
@@ -845,34 +847,39 @@ SPLIT_NOTE = re.compile(r"tp=(\d+) ep=(\d+) dp=(\d+) x (\d+) replicas")
 
 
 def split_of(note: str) -> tuple[int, int, int, int] | None:
-    """(tp, ep, dp, replicas) of the split :func:`_predict_system` left in a note, or None."""
+    """(tp, ep, dp, replicas) of the split :func:`_predict_systems` left in a note, or None."""
     m = SPLIT_NOTE.search(note)
     return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
 
-def _predict_system(case: Case, hw: Hardware, rt: Runtime) -> float:
-    """Whole-system output tokens/s of an MLPerf row (:func:`explorer.systems.best_system`): the
-    row's deployment, or with ``tp: null`` the best one the GPUs allow, at its saturated point
-    (Offline) or at the highest Poisson rate meeting the row's p99 limits (Server, Interactive)."""
-    from explorer.systems import best_system, candidates
+def _predict_systems(cases: list[Case], hws: list[Hardware], rts: list[Runtime]) -> np.ndarray:
+    """Whole-system output tokens/s of MLPerf rows (:func:`explorer.systems.best_systems`, all in one
+    search): each row's deployment, or with ``tp: null`` the best one the GPUs allow, at its saturated
+    point (Offline) or at the highest Poisson rate meeting the row's p99 limits (Server,
+    Interactive).  Leaves the chosen split in each case's note (:func:`split_of` reads it back)."""
+    from explorer.systems import SystemRequest, best_systems, candidates
 
-    v = case.values
-    base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
-    experts = int(get_preset(str(v["model"])).shape.experts or 0)
-    deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
-            else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
-    lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
-    got = best_system(base, hw, rt, case.num_gpus, experts=experts, ttft_limit_s=lim["ttft_limit_ms"],
-                      tpot_limit_s=lim["tpot_limit_ms"], deployments=deps,
-                      request_s=0.0 if v.get("serverless") else None, where="validate")
-    if got is None:
-        case.supported, case.reason = False, "no feasible deployment (out of memory, or no rate meets the limits)"
-        return float("nan")
-    case.chosen_batch = got.batch
-    split = f"tp={got.tp} ep={got.ep} dp={got.dp} x {got.replicas} replicas"
-    rest = re.sub(r"(; )?" + SPLIT_NOTE.pattern, "", case.note)  # this call's split replaces any earlier
-    case.note = (rest + "; " if rest else "") + split
-    return got.tokens_per_s_system
+    reqs = []
+    for case, hw, rt in zip(cases, hws, rts, strict=True):
+        v = case.values
+        base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
+        experts = int(get_preset(str(v["model"])).shape.experts or 0)
+        deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
+                else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
+        lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
+        reqs.append(SystemRequest(base, hw, rt, case.num_gpus, experts, lim["ttft_limit_ms"], lim["tpot_limit_ms"],
+                                  deps, 0.0 if v.get("serverless") else None))
+    out = np.full(len(cases), np.nan)
+    for i, (case, got) in enumerate(zip(cases, best_systems(reqs, "validate"), strict=True)):
+        if got is None:
+            case.supported, case.reason = False, "no feasible deployment (out of memory, or no rate meets the limits)"
+            continue
+        case.chosen_batch = got.batch
+        split = f"tp={got.tp} ep={got.ep} dp={got.dp} x {got.replicas} replicas"
+        rest = re.sub(r"(; )?" + SPLIT_NOTE.pattern, "", case.note)  # this call's split replaces any earlier
+        case.note = (rest + "; " if rest else "") + split
+        out[i] = got.tokens_per_s_system
+    return out
 
 
 def ideal(hw: Hardware) -> Hardware:

@@ -196,3 +196,23 @@ def test_prompts_spanning_several_steps_match_the_events(cv):
         # p50 keeps the mean prompt's steps (measured +17 % at cv 0.8; the tail is what limits bind)
         assert r["ttft_p50_s"][0] == pytest.approx(ev.percentile("ttft", 0.5), rel=0.15)
     assert r["ttft_p99_s"][0] == pytest.approx(ev.percentile("ttft", 0.99), rel=0.25)
+
+
+def test_poisson_ppf_matches_scipy_stats():
+    """open_loop.poisson_ppf reproduces scipy.stats.poisson.ppf exactly (it exists to avoid importing
+    scipy.stats): at 0, tiny, small, large means, and NaN/inf/negative ones."""
+    from scipy.stats import poisson
+
+    from explorer.open_loop import poisson_ppf
+
+    rng = np.random.default_rng(3)
+    mu = np.concatenate([[0.0, 1e-300, 1e-9, 0.1, 0.5, 1.0, 2.0, 3.0, 10.0, 100.0, 1e4, 1e6, np.nan, np.inf, -1.0],
+                         rng.exponential(5.0, 20_000), rng.random(2_000) * 1e-3])
+    for p in (0.5, 0.9, 0.99):
+        with np.errstate(invalid="ignore"):
+            want = poisson.ppf(p, mu)
+        got = poisson_ppf(p, mu)
+        assert np.array_equal(got, want, equal_nan=True), p
+    # known answers by hand: P(N <= 0) = e^-1 = 0.368 < 0.5 <= P(N <= 1) = 0.736 for mu = 1
+    assert poisson_ppf(0.5, np.array([1.0]))[0] == 1.0
+    assert poisson_ppf(0.3, np.array([1.0]))[0] == 0.0
