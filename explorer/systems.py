@@ -100,6 +100,11 @@ def _table(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
                 else np.array([r[k] for r in rows])) for k in rows[0]}
 
 
+def _request_s(qs: list[SystemRequest]) -> np.ndarray:
+    """Each request's per-request host time override, NaN where it keeps its runtime's."""
+    return np.array([np.nan if q.request_s is None else float(q.request_s) for q in qs])
+
+
 def best_systems(requests: list[SystemRequest], where: str = "system") -> list[SystemPoint | None]:
     """:func:`best_system` for many systems at once: every candidate deployment of every system is
     scored in one simulator call over the concurrency grid (one per set of value keys), then the
@@ -129,10 +134,8 @@ def best_systems(requests: list[SystemRequest], where: str = "system") -> list[S
     for members in by_keys.values():
         rows = [dict(pairs[pi][2], batch=int(b)) for pi in members for b in MAX_BATCH_GRID]
         d, tab = build_design(_table(rows), where)
-        override = np.repeat([requests[pairs[pi][0]].request_s for pi in members], nb)
-        has = np.array([x is not None for x in override])
-        if has.any():
-            d["rt_request_s"] = np.where(has, np.where(has, override, 0.0).astype(np.float64), d["rt_request_s"])
+        over = np.repeat(_request_s([requests[pairs[pi][0]] for pi in members]), nb)
+        d["rt_request_s"] = np.where(np.isnan(over), d["rt_request_s"], over)
         r = simulate(d, tab)
         thr_all = np.where(r["feasible"], r["tokens_per_s_per_gpu"], -1.0)
         for j, pi in enumerate(members):
@@ -158,7 +161,7 @@ def best_systems(requests: list[SystemRequest], where: str = "system") -> list[S
             _table(rows), np.array([sat[pi][1] for pi in members]),  # type: ignore[index]
             np.array([np.nan if q.ttft_limit_s is None else q.ttft_limit_s for q in qs]),
             np.array([np.nan if q.tpot_limit_s is None else q.tpot_limit_s for q in qs]), where,
-            request_s=np.array([np.nan if q.request_s is None else q.request_s for q in qs]))
+            request_s=_request_s(qs))
         for j, pi in enumerate(members):
             served[pi] = (float(lim["request_rate"][j]),
                           float(lim["results"]["tokens_per_s_per_user"][lim["row"][j]]))
