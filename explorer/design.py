@@ -44,6 +44,18 @@ def _length(values: Mapping[str, Any]) -> int:
     return n
 
 
+def _by_identity(objs: np.ndarray) -> tuple[list[Any], np.ndarray]:
+    """The distinct objects of an object column by identity (first-seen order; equal but distinct
+    profiles stay apart: a calibration's candidate and the shipped one) and each row's index there."""
+    items = objs.tolist()
+    ids = np.fromiter(map(id, items), dtype=np.uint64, count=len(items))  # alive in ``items``: distinct
+    _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # distinct objects in first-seen order
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return [items[int(first[o])] for o in order], rank[inv.reshape(-1)]
+
+
 def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict[str, np.ndarray], HardwareTable]:
     """Numeric design columns and the hardware table they index.
 
@@ -110,24 +122,18 @@ def build_design(values: Mapping[str, Any], where: str = "design") -> tuple[dict
     hws = full(values["hardware"]) if "hardware" in values else None
     if hws is None:
         raise SpecError(where, "hardware", "required")
+    kinds: list[Hardware]
     if hws.dtype == object and len(hws) and isinstance(hws[0], Hardware):
-        kinds: list[Hardware] = []
-        for h in hws.tolist():
-            if not any(h is k for k in kinds):
-                kinds.append(h)
-        out["hw_idx"] = np.array([next(i for i, k in enumerate(kinds) if k is h) for h in hws], dtype=np.int64)
+        kinds, out["hw_idx"] = _by_identity(hws)
     else:
         uniq_h, inv_h = np.unique(hws.astype(str), return_inverse=True)
         kinds = [load_hardware(u) for u in uniq_h]
         out["hw_idx"] = inv_h.astype(np.int64)
     # serving runtime: numeric columns per (runtime, hardware kind) pair
     rts = full(values.get("runtime", DEFAULT_RUNTIME) if values.get("runtime") is not None else DEFAULT_RUNTIME)
+    rt_objs: list[Runtime]
     if rts.dtype == object and len(rts) and isinstance(rts[0], Runtime):
-        rt_objs: list[Runtime] = []
-        for r in rts.tolist():
-            if not any(r is k for k in rt_objs):
-                rt_objs.append(r)
-        rt_idx = np.array([next(i for i, k in enumerate(rt_objs) if k is r) for r in rts], dtype=np.int64)
+        rt_objs, rt_idx = _by_identity(rts)
     else:
         uniq_r, rt_idx = np.unique(rts.astype(str), return_inverse=True)
         rt_objs = [load_runtime(u, where, "runtime") for u in uniq_r]

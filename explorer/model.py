@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -57,8 +57,9 @@ class ModelShape:
     name: str = "custom"
 
     def columns(self) -> dict[str, float]:
-        d = asdict(self)
-        return {c: float(d[c]) for c in SHAPE_COLUMNS}
+        # every column is a plain number field: read directly (dataclasses.asdict deep-copies the
+        # whole shape, which every design table paid per model per call)
+        return {c: float(getattr(self, c)) for c in SHAPE_COLUMNS}
 
     def validate(self, where: str = "model") -> ModelShape:
         """Raise :class:`SpecError` for shapes that cannot exist; returns self for chaining."""

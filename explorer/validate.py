@@ -705,6 +705,11 @@ SERVED_KINDS = ("inference", "curve")
 #: a served case's software release (curve rows: ``framework_version`` and ``date``), read into its
 #: runtime profile (:meth:`explorer.runtime.Runtime.at_release`), not into a design column
 RELEASE_VALUES = ("release", "release_date")
+#: a served case's values that are not design columns as they stand (the batch comes from the case's
+#: batch ladder, the runtime and release become a profile object, the optional and speculation
+#: columns are filled for every row once one case has them; the rest are scoring notes)
+NON_DESIGN_VALUES = frozenset(("batch", "runtime", "serverless", "benchmark", "finite_run_cv", "gpus_per_node",
+                               *SPEC_VALUES, *OPTIONAL_VALUES, *RELEASE_VALUES))
 
 
 def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
@@ -744,8 +749,10 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
     out = np.full(len(cases), np.nan)
     rows: dict[str, list[Any]] = {}
     owner: list[int] = []
-    any_spec = any(c.supported and c.kind in SERVED_KINDS and c.values.get("draft_tokens") for c in cases)
-    any_opt = {k: any(c.supported and c.kind in SERVED_KINDS and k in c.values for c in cases) for k in OPTIONAL_VALUES}
+    served = [c for c in cases if c.supported and c.kind in SERVED_KINDS]
+    any_spec = any(c.values.get("draft_tokens") for c in served)
+    given = {k for c in served for k in c.values}
+    any_opt = {k: k in given for k in OPTIONAL_VALUES}
     first: dict[tuple, int] = {}  # cases that share a design point (a curve row's axes) share its rows
     same: dict[int, int] = {}
     for ci, c in enumerate(cases):
@@ -757,24 +764,27 @@ def predict(cases: list[Case], hardware: dict[str, Hardware] | None = None,
             continue
         first[key] = ci
         batches = MAX_BATCH_GRID if c.saturated else np.array([c.values["batch"]])
-        for b in batches:
-            for k, v in c.values.items():
-                if k not in ("batch", "runtime", "serverless", "benchmark", "finite_run_cv", "gpus_per_node", *SPEC_VALUES,
-                             *OPTIONAL_VALUES, *RELEASE_VALUES):
-                    rows.setdefault(k, []).append(v)
-            for k, default in OPTIONAL_VALUES.items():  # present in every row once one case has it
-                if any_opt[k]:
-                    rows.setdefault(k, []).append(c.values.get(k, default))
-            if any_spec:  # every row carries the speculation columns once one case speculates
-                for k, default in SPEC_VALUES.items():
-                    rows.setdefault(k, []).append(c.values.get(k, default))
-            rows.setdefault("batch", []).append(int(b))
-            rows.setdefault("hardware", []).append(hw(c.hardware))
-            rows.setdefault("runtime", []).append(rt_release(c.values.get("runtime") or DEFAULT_RUNTIME,
-                                                             str(c.values.get("release", "")),
-                                                             str(c.values.get("release_date", ""))))
-            rows.setdefault("serverless", []).append(bool(c.values.get("serverless", False)))
-            owner.append(ci)
+        nb = len(batches)
+        # the case's cells, the same in each of its rows but the batch (in the columns' order)
+        cells = {k: v for k, v in c.values.items() if k not in NON_DESIGN_VALUES}
+        for k, default in OPTIONAL_VALUES.items():  # present in every row once one case has it
+            if any_opt[k]:
+                cells[k] = c.values.get(k, default)
+        if any_spec:  # every row carries the speculation columns once one case speculates
+            for k, default in SPEC_VALUES.items():
+                cells[k] = c.values.get(k, default)
+        cells["batch"] = None  # its column's place; filled from ``batches`` below
+        cells["hardware"] = hw(c.hardware)
+        cells["runtime"] = rt_release(c.values.get("runtime") or DEFAULT_RUNTIME, str(c.values.get("release", "")),
+                                      str(c.values.get("release_date", "")))
+        cells["serverless"] = bool(c.values.get("serverless", False))
+        for k, v in cells.items():
+            col = rows.setdefault(k, [])
+            if k == "batch":
+                col.extend(int(b) for b in batches)
+            else:
+                col.extend([v] * nb)
+        owner.extend([ci] * nb)
     if owner:
         serverless = np.array(rows.pop("serverless"))
         vals = {k: (np.array(v, dtype=object) if k in ("hardware", "model", "precision", "runtime") else np.array(v))
