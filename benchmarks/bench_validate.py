@@ -30,7 +30,7 @@ from explorer import specio  # noqa: E402
 from explorer.hardware import load_hardware  # noqa: E402
 from explorer.runtime import load_runtime  # noqa: E402
 from explorer.systems import best_system, best_systems  # noqa: E402
-from explorer.validate import DEFAULT_RUNTIME, load_cases, validate  # noqa: E402
+from explorer.validate import DEFAULT_RUNTIME, load_cases, system_request, validate  # noqa: E402
 
 FILES = ("measurements", "fronts", "kernels", "mlperf")
 
@@ -45,24 +45,9 @@ def best_of(fn, repeats: int) -> float:
 
 
 def system_requests():
-    """The split-search requests `validate` makes for mlperf.yaml (as explorer.validate builds them)."""
-    from explorer.model import get_preset
-    from explorer.systems import SystemRequest, candidates
-
-    reqs = []
-    for case in load_cases(ROOT / "validation" / "mlperf.yaml"):
-        if not (case.supported and case.kind == "system"):
-            continue
-        v = case.values
-        hw, rt = load_hardware(case.hardware), load_runtime(v.get("runtime") or DEFAULT_RUNTIME)
-        base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
-        experts = int(get_preset(str(v["model"])).shape.experts or 0)
-        deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
-                else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
-        lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
-        reqs.append(SystemRequest(base, hw, rt, case.num_gpus, experts, lim["ttft_limit_ms"], lim["tpot_limit_ms"],
-                                  deps, 0.0 if v.get("serverless") else None))
-    return reqs
+    """The split-search requests `validate` makes for mlperf.yaml."""
+    return [system_request(c, load_hardware(c.hardware), load_runtime(c.values.get("runtime") or DEFAULT_RUNTIME))
+            for c in load_cases(ROOT / "validation" / "mlperf.yaml") if c.supported and c.kind == "system"]
 
 
 def main() -> None:

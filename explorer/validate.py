@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from explorer.precision import TENSOR_FORMATS, tensor_format_in
 from explorer.runtime import DEFAULT_RUNTIME, Runtime, RuntimeFit, load_runtime
 from explorer.simulate import MAX_BATCH_GRID, simulate
 from explorer.specio import read_yaml
+
+if TYPE_CHECKING:
+    from explorer.systems import SystemRequest
 
 DEFAULT_MEASUREMENTS = Path(__file__).resolve().parent.parent / "validation" / "measurements.yaml"
 #: MLPerf dataset length statistics (validation/mlperf_datasets.yaml, sourced there): the mean
@@ -862,23 +865,30 @@ def split_of(note: str) -> tuple[int, int, int, int] | None:
     return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
 
+def system_request(case: Case, hw: Hardware, rt: Runtime) -> SystemRequest:
+    """The split search an MLPerf system row asks for (:class:`explorer.systems.SystemRequest`): its
+    deployment, or with ``tp: null`` every one its GPUs allow; its p99 limits (Server, Interactive);
+    no per-request host time for in-process harnesses (``serverless``)."""
+    from explorer.systems import SystemRequest, candidates
+
+    v = case.values
+    base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
+    experts = int(get_preset(str(v["model"])).shape.experts or 0)
+    deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
+            else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
+    lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
+    return SystemRequest(base, hw, rt, case.num_gpus, experts, lim["ttft_limit_ms"], lim["tpot_limit_ms"], deps,
+                         0.0 if v.get("serverless") else None)
+
+
 def _predict_systems(cases: list[Case], hws: list[Hardware], rts: list[Runtime]) -> np.ndarray:
     """Whole-system output tokens/s of MLPerf rows (:func:`explorer.systems.best_systems`, all in one
     search): each row's deployment, or with ``tp: null`` the best one the GPUs allow, at its saturated
     point (Offline) or at the highest Poisson rate meeting the row's p99 limits (Server,
     Interactive).  Leaves the chosen split in each case's note (:func:`split_of` reads it back)."""
-    from explorer.systems import SystemRequest, best_systems, candidates
+    from explorer.systems import best_systems
 
-    reqs = []
-    for case, hw, rt in zip(cases, hws, rts, strict=True):
-        v = case.values
-        base = {k: x for k, x in v.items() if k in ("model", "precision", "isl", "osl", "pp", "isl_cv", "osl_cv")}
-        experts = int(get_preset(str(v["model"])).shape.experts or 0)
-        deps = (candidates(case.num_gpus, experts, int(hw.scaleup_domain), int(v["pp"])) if v.get("tp_open")
-                else [(int(v["tp"]), int(v["ep"]), int(v["dp"]))])
-        lim = {k: (v[k] / 1e3 if v.get(k) else None) for k in ("ttft_limit_ms", "tpot_limit_ms")}
-        reqs.append(SystemRequest(base, hw, rt, case.num_gpus, experts, lim["ttft_limit_ms"], lim["tpot_limit_ms"],
-                                  deps, 0.0 if v.get("serverless") else None))
+    reqs = [system_request(case, hw, rt) for case, hw, rt in zip(cases, hws, rts, strict=True)]
     out = np.full(len(cases), np.nan)
     for i, (case, got) in enumerate(zip(cases, best_systems(reqs, "validate"), strict=True)):
         if got is None:
