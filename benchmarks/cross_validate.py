@@ -8,13 +8,21 @@ interactivity, curve TTFT, points) and the median error of every curve.  Two pro
 core), each taking a few hold-out groups at a time; about 85 min on the 2-core machine
 (2026-12-05 fit with the releases' per-step cost; ``--hold-out config``, curves only: about 10 min; ``--hardware b200,gb200``: those kinds only,
 about 12 min, for an experiment that touches a few kinds).
+
+With ``--json OUT``, every finished task's held-out errors are appended to ``OUT.partial.jsonl`` as
+they come, under a fingerprint of the inputs (the package's sources, the hardware, runtime and
+validation files): a run that is interrupted and started again with the same arguments resumes,
+skipping the tasks already done, as long as none of those inputs changed (otherwise it starts over).
+The partial file is removed once ``OUT`` is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +48,45 @@ def _tasks(cases: list, kinds: list[str], by: str, per_task: int = 4) -> list[tu
     return sorted(out, key=lambda t: -sum(1 for c in cases if c.hardware == t[0]))
 
 
+ROOT = Path(__file__).resolve().parents[1]
+#: what a held-out error depends on: the simulator and fit code, the calibrated files and the data
+FINGERPRINT_DIRS = ("explorer", "hardware", "runtimes", "validation")
+
+
+def fingerprint(args: argparse.Namespace) -> str:
+    """sha256 of the inputs a resumed run must share with the interrupted one (module docstring)."""
+    h = hashlib.sha256(json.dumps([args.hold_out, args.hardware]).encode())
+    for d in FINGERPRINT_DIRS:
+        for f in sorted((ROOT / d).rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(ROOT)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _task_key(task: tuple[str, str, list[str]]) -> str:
+    return json.dumps([task[0], task[1], sorted(task[2])])
+
+
+def load_partial(path: Path, stamp: str) -> dict[str, dict[str, float]]:
+    """Finished tasks' errors from an interrupted run with the same fingerprint ({} otherwise)."""
+    if not path.exists():
+        return {}
+    done: dict[str, dict[str, float]] = {}
+    with path.open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line cut by the interruption: the tasks after it run again
+            if i == 0:
+                if rec.get("fingerprint") != stamp:
+                    return {}
+                continue
+            done[rec["task"]] = rec["errors"]
+    return done
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -55,9 +102,29 @@ def main() -> None:
         wanted = set(args.hardware.split(","))
         kinds = [k for k in kinds if k in wanted]
     errs: dict[str, float] = {}
+    tasks = _tasks(cases, kinds, args.hold_out)
+    partial = Path(args.json + ".partial.jsonl") if args.json else None
+    log = None
+    if partial is not None:
+        stamp = fingerprint(args)
+        done = load_partial(partial, stamp)
+        for t in tasks:
+            errs.update(done.get(_task_key(t), {}))
+        if done:
+            print(f"resuming: {sum(_task_key(t) in done for t in tasks)} of {len(tasks)} tasks done in {partial}")
+        tasks = [t for t in tasks if _task_key(t) not in done]
+        log = partial.open("a" if done else "w", encoding="utf-8")
+        if not done:
+            log.write(json.dumps({"fingerprint": stamp}) + "\n")
+            log.flush()
     with ProcessPoolExecutor(2) as ex:
-        for part in ex.map(_one, _tasks(cases, kinds, args.hold_out)):
+        for task, part in zip(tasks, ex.map(_one, tasks), strict=True):
             errs.update(part)
+            if log is not None:
+                log.write(json.dumps({"task": _task_key(task), "errors": part}) + "\n")
+                log.flush()
+    if log is not None:
+        log.close()
     groups: dict[str, list[float]] = {}
     curves: dict[str, dict[str, list[float]]] = {}
     for cid, e in errs.items():
@@ -73,9 +140,13 @@ def main() -> None:
     for cv, m in sorted(curves.items()):
         print(f"  {cv:64s} " + "  ".join(f"{k} {np.median(v):+.1%}" for k, v in sorted(m.items())))
     if args.json:
-        with open(args.json, "w") as f:
+        tmp = Path(args.json + ".tmp")
+        with tmp.open("w") as f:
             json.dump({"errors": errs, "curves": {k: {a: float(np.median(b)) for a, b in v.items()}
                                                   for k, v in curves.items()}}, f, indent=1)
+        tmp.replace(args.json)  # whole or not at all
+        if partial is not None:
+            partial.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
