@@ -13,7 +13,9 @@ With ``--json OUT``, every finished task's held-out errors are appended to ``OUT
 they come, under a fingerprint of the inputs (the package's sources, the hardware, runtime and
 validation files): a run that is interrupted and started again with the same arguments resumes,
 skipping the tasks already done, as long as none of those inputs changed (otherwise it starts over).
-The partial file is removed once ``OUT`` is written.
+The partial file is removed once ``OUT`` is written.  ``OUT`` records the same fingerprint, so
+that benchmarks/validation_doc.py can say when held-out figures come from other code or another
+calibration than the in-sample figures beside them (``stale_note``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,21 @@ def load_partial(path: Path, stamp: str) -> dict[str, dict[str, float]]:
     return done
 
 
+def stale_note(path: Path, hold_out: str) -> str | None:
+    """None when the cross-validation JSON at ``path`` was computed on today's inputs (its recorded
+    fingerprint equals this checkout's, whole-kind run), else one sentence saying it was not."""
+    rec = json.loads(path.read_text(encoding="utf-8")).get("fingerprint")
+    now = fingerprint(argparse.Namespace(hold_out=hold_out, hardware=None))
+    if rec == now:
+        return None
+    why = ("records no fingerprint (written before runs recorded one)" if rec is None
+           else f"was computed on other inputs (fingerprint {str(rec)[:12]}, this checkout {now[:12]})")
+    shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    return (f"`{shown}` {why}: its held-out figures may come from an earlier model or calibration than "
+            f"the in-sample figures beside them; rerun `python benchmarks/cross_validate.py"
+            f"{' --hold-out config' if hold_out == 'config' else ''} --json {shown}` to refresh them.")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -142,7 +159,7 @@ def main() -> None:
     if args.json:
         tmp = Path(args.json + ".tmp")
         with tmp.open("w") as f:
-            json.dump({"errors": errs, "curves": {k: {a: float(np.median(b)) for a, b in v.items()}
+            json.dump({"fingerprint": stamp, "errors": errs, "curves": {k: {a: float(np.median(b)) for a, b in v.items()}
                                                   for k, v in curves.items()}}, f, indent=1)
         tmp.replace(args.json)  # whole or not at all
         if partial is not None:

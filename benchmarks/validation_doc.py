@@ -26,6 +26,8 @@ from explorer.validate import load_cases, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 VAL = ROOT / "validation"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from cross_validate import stale_note  # noqa: E402
 
 
 def pct(x: float | None) -> str:
@@ -97,6 +99,11 @@ def main() -> None:
       "`validation/kernels.yaml` (663 kernel microbenchmarks).  One calibration per hardware kind fits them "
       "all at once (docs/simulator.md, explorer/calibrate.py).")
     w("")
+    stale = [n for n in (stale_note(Path(args.cv), "curve") if args.cv else None,
+                         stale_note(Path(args.cv_config), "config") if args.cv_config else None) if n]
+    if stale:  # held-out figures from another fit than the in-sample ones: say so where they are read
+        w("**Held-out figures from an earlier fit.** " + "  ".join(stale))
+        w("")
     w("## Serving curves (fronts.yaml)")
     w("")
     w("Each row is a closed-loop run at one client concurrency; the simulator is asked for the same model, "

@@ -36,3 +36,27 @@ def test_partial_file_round_trip(tmp_path):
     assert done == {cv._task_key(t1): {"row1": 0.1, "row2": -0.2}}  # the cut task runs again
     assert cv.load_partial(part, "another fingerprint") == {}  # inputs changed: start over
     assert cv.load_partial(tmp_path / "missing.jsonl", stamp) == {}
+
+
+def test_stale_note_says_when_held_out_figures_are_from_other_inputs(tmp_path):
+    cv = _module()
+    now = cv.fingerprint(argparse.Namespace(hold_out="config", hardware=None))
+    fresh = tmp_path / "cv_config.json"
+    fresh.write_text(json.dumps({"fingerprint": now, "errors": {}, "curves": {}}))
+    assert cv.stale_note(fresh, "config") is None
+    # the same file read as a one-curve run: the hold-out unit is part of the fingerprint
+    assert "other inputs" in cv.stale_note(fresh, "curve")
+    old = tmp_path / "cv_old.json"
+    old.write_text(json.dumps({"fingerprint": "0" * 64, "errors": {}, "curves": {}}))
+    note = cv.stale_note(old, "config")
+    assert "other inputs" in note and "000000000000" in note and f"--hold-out config --json {old}" in note
+    legacy = tmp_path / "cv_legacy.json"
+    legacy.write_text(json.dumps({"errors": {}, "curves": {}}))
+    note = cv.stale_note(legacy, "curve")
+    assert "records no fingerprint" in note and "--hold-out" not in note
+    # a file inside the checkout is named by its path from the checkout's root (a checkout in tmp_path)
+    (tmp_path / "docs").mkdir()
+    inside = tmp_path / "docs" / "cv.json"
+    inside.write_text(json.dumps({"errors": {}, "curves": {}}))
+    cv.ROOT = tmp_path.resolve()
+    assert "`docs/cv.json`" in cv.stale_note(inside, "curve") and "--json docs/cv.json`" in cv.stale_note(inside, "curve")
