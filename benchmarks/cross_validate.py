@@ -6,7 +6,8 @@ single measurement point) and predict what was left out (explorer.calibrate.cros
 Prints median and p90 |error| of the held-out predictions by group (curve throughput, curve
 interactivity, curve TTFT, points) and the median error of every curve.  Two processes (one per
 core), each taking a few hold-out groups at a time; about 85 min on the 2-core machine
-(2026-12-05 fit with the releases' per-step cost; ``--hold-out config``, curves only: about 10 min; ``--hardware b200,gb200``: those kinds only,
+(2026-12-05 fit with the releases' per-step cost; on 2026-12-06, with the VM at about half speed and
+other work beside it, 12 of 58 tasks in 105 min: plan on 3 h and rely on the resume below; ``--hold-out config``, curves only: about 10 min; ``--hardware b200,gb200``: those kinds only,
 about 12 min, for an experiment that touches a few kinds).
 
 With ``--json OUT``, every finished task's held-out errors are appended to ``OUT.partial.jsonl`` as
