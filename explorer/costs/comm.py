@@ -86,10 +86,22 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
                  mesh=False, ring_only=False) -> np.ndarray:
     """Time (s) of one all-reduce / all-gather / reduce-scatter of ``nbytes`` (the full buffer) over
     ``n`` GPUs: the fastest (algorithm, protocol) of the module docstring.  Arrays broadcast."""
+    terms = collective_terms(n, domain=domain, up_bw=up_bw, up_step_s=up_step_s, out_bw=out_bw,
+                             out_step_s=out_step_s, eta_n=eta_n, kind=kind, protocols=protocols, call_s=call_s,
+                             nvls_eta=nvls_eta, nvls_latency_s=nvls_latency_s, mesh=mesh, ring_only=ring_only)
+    return collective_from_terms(nbytes, terms)
+
+
+def collective_terms(n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta_n, kind: str = "allreduce",
+                     protocols: Sequence[tuple] | None = None, call_s=0.0, nvls_eta=0.0, nvls_latency_s=0.0,
+                     mesh=False, ring_only=False) -> dict:
+    """The part of :func:`collective_s` that does not depend on the message size: per candidate
+    (algorithm, protocol), its fixed time and the divisors of its bandwidth terms.  A caller costing
+    many messages over the same groups (the simulator's closed-loop passes) computes it once and
+    calls :func:`collective_from_terms` per size; the two together are :func:`collective_s`."""
     if kind not in ("allreduce", "allgather", "reducescatter"):
         raise ValueError(f"unknown collective '{kind}'")
     factor = 2.0 if kind == "allreduce" else 1.0
-    S = np.asarray(nbytes, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     dom = np.asarray(domain, dtype=np.float64)
     D = np.maximum(np.minimum(n, dom), 1.0)  # GPUs of the group per domain
@@ -100,9 +112,11 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
     ring_bw = np.where(inside, up, np.minimum(up, D * out_bw))
     steps = factor * (n - 1.0)
     share = factor * (n - 1.0) / np.maximum(n, 1.0)
-    inter = factor * (N - 1.0) / N * (S / D) / (out_bw * eta_n)  # hierarchical: ring across domains
+    # hierarchical: a ring across domains on m/D-byte shards, ``c_inter * (m/D) / inter_den``
+    c_inter, inter_den = factor * (N - 1.0) / N, out_bw * eta_n
     inter_lat = factor * (N - 1.0) * out_step_s
-    best = np.full(np.broadcast(S, n, dom, up).shape, np.inf)
+    hier = not ring_only and not inside.all()
+    ring, hierarchical = [], []
     for base, step, frac, *fabric in (protocols or [(0.0, up_step_s, 1.0)]):
         # the hop across domains: the protocol's own figures on a fabric that has them, else the
         # scale-out latency and the protocol's scale-up fraction
@@ -110,21 +124,42 @@ def collective_s(nbytes, n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta
         step_lat = np.where(inside, step, np.maximum(step, o_step))
         if fabric:  # the slower of the scale-up and the fabric's bandwidth at this protocol
             lane = np.where(inside, up * frac, np.minimum(up * frac, D * out_bw * o_frac))
-            t = base + steps * step_lat + share * S / (lane * eta_n)
+            den = lane * eta_n
         else:
-            t = base + steps * step_lat + share * S / (ring_bw * eta_n * frac)
-        best = np.minimum(best, t)
-        if not ring_only and not inside.all():
-            intra = factor * (D - 1.0) / D * S / (up * eta_n * frac)
+            den = ring_bw * eta_n * frac
+        ring.append((base + steps * step_lat, den))  # base + steps*step_lat + share*m/den
+        if hier:
             o_lat = inter_lat if not fabric else factor * (N - 1.0) * o_step
-            t_h = base + factor * (D - 1.0) * step + o_lat + np.maximum(intra, inter / o_frac)
-            best = np.where(inside, best, np.minimum(best, t_h))
+            # base + factor(D-1)*step + o_lat + max(c_intra*m/intra_den, inter/o_frac)
+            hierarchical.append((base + factor * (D - 1.0) * step + o_lat, factor * (D - 1.0) / D, up * eta_n * frac,
+                                 o_frac))
     nv = np.asarray(nvls_eta, dtype=np.float64)
-    if kind == "allreduce" and not ring_only and (nv > 0).any():
-        t_nv = nvls_latency_s + S / (up * np.maximum(nv, 1e-9))
-        t_nv = np.where(inside, t_nv, t_nv + inter_lat + np.maximum(0.0, inter - S / (up * np.maximum(nv, 1e-9))))
-        best = np.where((nv > 0) & ~np.asarray(mesh, dtype=bool), np.minimum(best, t_nv), best)
-    return np.where(n > 1, best + call_s, 0.0)
+    nvls = kind == "allreduce" and not ring_only and bool((nv > 0).any())
+    return {"n": n, "D": D, "inside": inside, "share": share, "c_inter": c_inter, "inter_den": inter_den,
+            "inter_lat": inter_lat, "ring": ring, "hierarchical": hierarchical, "call_s": call_s,
+            "shape": np.broadcast(n, dom, up).shape,
+            "nvls": (nvls_latency_s, up * np.maximum(nv, 1e-9), (nv > 0) & ~np.asarray(mesh, dtype=bool)) if nvls
+            else None}
+
+
+def collective_from_terms(nbytes, terms: dict) -> np.ndarray:
+    """:func:`collective_s` of ``nbytes`` from its size-independent :func:`collective_terms`."""
+    S = np.asarray(nbytes, dtype=np.float64)
+    inside, D, share = terms["inside"], terms["D"], terms["share"]
+    inter = terms["c_inter"] * (S / D) / terms["inter_den"] if terms["hierarchical"] or terms["nvls"] else None
+    best = np.full(np.broadcast_shapes(S.shape, terms["shape"]), np.inf)
+    for k, (fixed, den) in enumerate(terms["ring"]):
+        best = np.minimum(best, fixed + share * S / den)
+        if terms["hierarchical"]:
+            fixed_h, c_intra, intra_den, o_frac = terms["hierarchical"][k]
+            t_h = fixed_h + np.maximum(c_intra * S / intra_den, inter / o_frac)
+            best = np.where(inside, best, np.minimum(best, t_h))
+    if terms["nvls"] is not None:
+        lat, den_nv, on = terms["nvls"]
+        t_nv = lat + S / den_nv
+        t_nv = np.where(inside, t_nv, t_nv + terms["inter_lat"] + np.maximum(0.0, inter - S / den_nv))
+        best = np.where(on, np.minimum(best, t_nv), best)
+    return np.where(terms["n"] > 1, best + terms["call_s"], 0.0)
 
 
 def protocols_of(h) -> list[tuple]:

@@ -30,6 +30,14 @@ def format_support_masks(kinds: Sequence) -> np.ndarray:
 
 
 
+def _same_source(a, b) -> bool:
+    """Whether a stacked GEMM buffer row filled from ``a`` already holds what ``b`` would put there:
+    the same array object, or equal plain numbers."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is b
+    return type(a) is type(b) and a == b
+
+
 class HardwareColumns:
     """Hardware columns gathered per design point."""
 
@@ -101,11 +109,26 @@ class HardwareColumns:
             cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
             if cols is None or cols.shape != (8, len(sel), n):
                 cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
+            # what each row of the buffer was filled from (the same array object, or an equal Python
+            # number, holds the same values: the shape's columns are never changed in place), so that
+            # a reused buffer is only refilled where its source moved -- mostly the token counts M
+            held = slot.get("filled", {}).get(id(cols)) if slot is not None else None
+            sources = [self.peak if requests[i][7] is None else requests[i][7] for i in sel]
+            filled = []
             for row, i in enumerate(sel):
                 r = requests[i]
-                for j in range(7):
-                    cols[j, row] = r[j]
-                cols[7, row] = self.peak if r[7] is None else r[7]
+                for j in range(8):
+                    v = r[j] if j < 7 else sources[row]
+                    if held is not None and held[0] is cols and _same_source(held[1][8 * row + j], v):
+                        filled.append(held[1][8 * row + j])
+                        continue
+                    cols[j, row] = v
+                    filled.append(v)
+            if slot is not None:  # this buffer's sources, and the other live buffer's (the memo's inputs)
+                keep = {id(b): f for b in (cols, slot.get("cols")) if b is not None
+                        for f in [slot.get("filled", {}).get(id(b))] if f is not None and f[0] is b}
+                keep[id(cols)] = (cols, filled)
+                slot["filled"] = keep
             # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
             # the same achievable bandwidth as any other weight (it used to divide reads too, which
             # tripled the memory-bound expert time of small-batch MoE decode)

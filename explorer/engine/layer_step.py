@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.costs.attention import decode_attention, mean_context_sliding, prefill_attention_flops
-from explorer.costs.comm import collective_s, custom_allreduce_s, ep_alltoall_s, protocols_of
+from explorer.costs.comm import (
+    collective_from_terms,
+    collective_terms,
+    custom_allreduce_s,
+    ep_alltoall_s,
+    protocols_of,
+)
 from explorer.costs.gemm import GemmCost
 from explorer.engine.constants import ALLREDUCE_BYTES, COMBINE_BYTES, CUSTOM_ALLREDUCE_MAX_GPUS, EMBED_BYTES
 from explorer.engine.hardware_columns import HardwareColumns
@@ -19,7 +25,17 @@ from explorer.engine.shape_columns import ShapeColumns
 GEMMS = ("qkv", "o", "up", "down", "eup", "edown", "router", "sup", "sdown", "lm")
 
 
-def expected_max_load_factor(n: np.ndarray, slots: np.ndarray) -> np.ndarray:
+def blom_z(n: np.ndarray) -> np.ndarray:
+    """Blom's approximation of the expected maximum of ``n`` standard normals,
+    ``Phi^-1((n - 0.375)/(n + 0.25))`` (0 for ``n <= 1``): the factor of
+    :func:`expected_max_load_factor` that depends on the GPU count only."""
+    from scipy.special import ndtri
+
+    n = np.asarray(n, dtype=np.float64)
+    return np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
+
+
+def expected_max_load_factor(n: np.ndarray, slots: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
     """Expected maximum over ``n`` GPUs of the tokens routed to each, as a multiple of the mean,
     when ``slots`` token-expert assignments are spread uniformly (multinomial routing).
 
@@ -27,19 +43,21 @@ def expected_max_load_factor(n: np.ndarray, slots: np.ndarray) -> np.ndarray:
     ``sqrt(slots (1/n)(1 - 1/n))``) and Blom's formula for the expected maximum of ``n`` standard
     normals, ``Phi^-1((n - 0.375)/(n + 0.25))`` (1.43 for n = 8; exact 1.42).  Capped at ``n`` (all
     tokens on one GPU); 1 for ``n = 1``.  Ignores hot experts (real routers are not uniform: the
-    named ``moe_imbalance`` factor takes that).
+    named ``moe_imbalance`` factor takes that).  ``z``: :func:`blom_z` of ``n`` where the caller
+    already has it (the simulator computes it once per call, not once per pass).
     """
-    from scipy.special import ndtri
-
     n = np.asarray(n, dtype=np.float64)
     slots = np.maximum(np.asarray(slots, dtype=np.float64), 1e-9)
-    z = np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
+    if z is None:
+        z = blom_z(n)
     cv = np.sqrt(np.maximum(n - 1.0, 0.0) / slots)  # sd / mean of one GPU's load
     return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
 
 
 def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
-    small = np.power(2.0, np.ceil(np.log2(np.maximum(b, 1.0))))
+    # the captured sizes up to 4: 1, 2, 4 -- 2**ceil(log2(max(b, 1))) where b <= 4, written as two
+    # comparisons (the same values; the transcendental pair cost ~5 % of a sweep, 2026-12-06)
+    small = np.where(b > 2.0, 4.0, np.where(b > 1.0, 2.0, 1.0))
     stepped = np.ceil(b / np.maximum(step, 1.0)) * np.maximum(step, 1.0)
     padded = np.where(b <= 4.0, small, np.maximum(stepped, b))
     use = (step > 0) & (b <= max_batch) & (b > 0)
@@ -71,37 +89,40 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
     query tokens per attending sequence (speculative verification: ``1 + K``; default 1): the
     attention FLOPs scale with it, the KV cache is read once per sequence.
     """
-    H, t = s.H, s.t
+    H = s.H
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
     T_tot = M * moe_groups  # tokens meeting in the stage's experts
     is_moe = s.E > 0
     if is_moe.any():
-        E_safe = np.maximum(s.E, 1.0)
+        # Blom's z of the EP group and the chance that a token skips a given expert: the shape's
+        z_e, miss = s.once("routing", lambda: (blom_z(s.e), np.clip(1.0 - s.k / np.maximum(s.E, 1.0), 0.0, 1.0)))
         # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
         slots = T_tot * s.k
-        load = np.where(s.e > 1, expected_max_load_factor(s.e, slots), 1.0) * s.imb
+        load = np.where(s.e > 1, expected_max_load_factor(s.e, slots, z_e), 1.0) * s.imb
         T_gpu = T_tot * load  # tokens the slowest GPU's experts see, counted as if all its own
-        touched = s.E_loc * (1.0 - np.power(np.clip(1.0 - s.k / E_safe, 0.0, 1.0), T_gpu))
+        touched = s.E_loc * (1.0 - np.power(miss, T_gpu))
         touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
         m_e = np.where(is_moe, T_gpu * s.k / s.e / np.maximum(touched, 1e-9), 0.0)
         slots_gpu = np.where(is_moe, T_gpu * s.k / s.e, 0.0)
     else:
         touched = m_e = slots_gpu = np.zeros_like(T_tot)
-    shared_w = s.Es * s.Fs / t
+    # the GEMMs' N and K are the shape's (ShapeColumns.gemm_nk, the same array objects every call:
+    # HardwareColumns.run_gemms then leaves them in its stacked buffers instead of copying them again)
+    nk = s.gemm_nk
     M_moe = np.where(is_moe, M, 0.0)
-    M_shared = np.where(shared_w > 0, M, 0.0)
+    M_shared = np.where(nk["sdown"] > 0, M, 0.0)
     requests = [
-        (M, s.n_in, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # qkv (or MLA projections)
-        (M, H, s.nq_loc * s.d, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # attention output
-        (M, s.g * s.F / t, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP up (+gate)
-        (M, H, s.F / t, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP down
-        (m_e, s.g * s.Fe / s.te, H, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts up
-        (m_e, H, s.Fe / s.te, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts down
+        (M, nk["qkv"], H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # qkv (or MLA projections)
+        (M, H, nk["o"], s.b_a, s.b_w, s.b_a, 1.0, None, False),  # attention output
+        (M, nk["up"], H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP up (+gate)
+        (M, H, nk["down"], s.b_a, s.b_w, s.b_a, 1.0, None, False),  # dense MLP down
+        (m_e, nk["eup"], H, s.b_a, s.b_w, s.b_a, touched, None, True),  # experts up
+        (m_e, H, nk["edown"], s.b_a, s.b_w, s.b_a, touched, None, True),  # experts down
         (M_moe, s.E, H, s.b_a, EMBED_BYTES, 4.0, 1.0, hw.bf16_peak, False),  # router (bf16)
-        (M_shared, s.g * shared_w, H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts up
-        (M_shared, H, shared_w, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts down
+        (M_shared, nk["sup"], H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts up
+        (M_shared, H, nk["sdown"], s.b_a, s.b_w, s.b_a, 1.0, None, False),  # shared experts down
         # LM head (bf16), once per step on the last stage: decode tokens + last token of each prompt
-        (m_dec + n_pre, s.V / t, H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
+        (m_dec + n_pre, nk["lm"], H, s.b_a, EMBED_BYTES, 4.0, 1.0, None, False),
     ]
     return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "q_attn": q_attn,
             "n_pre": n_pre, "P": P, "M": M,
@@ -109,22 +130,31 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
             "touched": np.where(M_moe > 0, touched, 0.0)}
 
 
+def _attention_per_shape(s: ShapeColumns, P) -> tuple[np.ndarray, np.ndarray]:
+    """The attention figures of a step that depend on the shape and workload only: the mean decode
+    context a sequence attends over (sliding-window layers see at most their window) and the
+    attention FLOPs of one ``P``-token prompt, averaged over full and sliding-window layers."""
+    S = s.isl + s.osl / 2.0  # mean decode context (DESIGN.md)
+    frac_sl = np.where(s.L > 0, s.n_sl / s.L, 0.0)
+    S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
+    fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
+    if (frac_sl > 0).any():  # sliding-window layers (skipped when no row has any)
+        fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
+    return S_eff, fl_p
+
+
 def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, GemmCost]):
     """Per-GPU times of one stage step (per-layer averages by component) and the LM head."""
     H, t = s.H, s.t
     n_pre, P, M, T_tot = plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
     m_attn = plan["m_attn"]
-    S = s.isl + s.osl / 2.0  # mean decode context (DESIGN.md)
-    frac_sl = np.where(s.L > 0, s.n_sl / s.L, 0.0)
     # --- attention scores/values
-    S_eff = (1 - frac_sl) * S + frac_sl * mean_context_sliding(S, s.W)
+    # (the entry holds P itself, so that no other array can take its id while the entry lives)
+    _, (S_eff, fl_prompt) = s.once(("attention", id(P)), lambda: (P, _attention_per_shape(s, P)))
     fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
     if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
         fl_d = fl_d * plan["q_attn"]
-    fl_p = prefill_attention_flops(P, 0.0, s.nq_loc, s.d, s.mla, s.rope)
-    if (frac_sl > 0).any():  # sliding-window layers (skipped when no row has any)
-        fl_p = (1 - frac_sl) * fl_p + frac_sl * prefill_attention_flops(P, s.W, s.nq_loc, s.d, s.mla, s.rope)
-    fl_p = n_pre * fl_p
+    fl_p = n_pre * fl_prompt
     by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
     # the runtime's attention kernels reach `rt_attention` of the roofline's efficiency (fitted residual)
     attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c * s.rt_attention)
@@ -137,12 +167,13 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
     # collective's launch is one of the step's counted kernels
     k_ = hw.kind
     ar_bytes = M * H * ALLREDUCE_BYTES
-    t_ar = np.where(t > 1, collective_s(ar_bytes, t, domain=float(k_.scaleup_domain),
-                                        up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
-                                        out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s,
-                                        eta_n=k_.eta_network, kind="allreduce", protocols=protocols_of(k_),
-                                        call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
-                                        mesh=k_.scaleup_mesh), 0.0)
+    # (collective_s in two parts: the group's size-independent terms once per call, then this step's size)
+    _, ar_terms = s.once(("allreduce", id(hw)), lambda: (hw, collective_terms(
+        t, domain=float(k_.scaleup_domain), up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
+        out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s, eta_n=k_.eta_network, kind="allreduce",
+        protocols=protocols_of(k_), call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
+        mesh=k_.scaleup_mesh)))
+    t_ar = np.where(t > 1, collective_from_terms(ar_bytes, ar_terms), 0.0)
     # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
     # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce
     # takes; TensorRT-LLM's AUTO strategy picks its ONESHOT/TWOSHOT kernels there too)

@@ -3,7 +3,8 @@ the design points (computed once per :func:`explorer.simulate.simulate` call).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,14 @@ class ShapeColumns:
         self.n_in = np.where(self.mla, (attn_params - o_params) / self.H / self.t, gqa_in)
         self.te = self.t * self.dp / self.e  # ways each expert is split
         self.E_loc = np.where(self.E > 0, self.E / self.e, 0.0)
+        #: figures the step functions derive from these columns alone (see :meth:`once`)
+        self._once: dict = {}
+        # per-GPU output / reduction widths of the layer GEMMs (explorer/engine/layer_step.py plan_step):
+        # functions of the shape and deployment only, so computed once per call
+        shared_w = self.Es * self.Fs / self.t
+        self.gemm_nk = {"qkv": self.n_in, "o": self.nq_loc * self.d, "up": self.g * self.F / self.t,
+                        "down": self.F / self.t, "eup": self.g * self.Fe / self.te, "edown": self.Fe / self.te,
+                        "sup": self.g * shared_w, "sdown": shared_w, "lm": self.V / self.t}
         # speculative decoding / MTP (explorer/speculative.py): None unless the table asks for it;
         # ``draft`` is the per-GPU view of the draft (one MTP layer, or the draft model)
         self.spec_k = float_column(c, "spec_k") if speculative.active(c) else None
@@ -111,3 +120,11 @@ class ShapeColumns:
         if self.spec_k is not None:
             self.spec_tokens, self.spec_kind, self.spec_mtp = (float_column(c, k) for k in ("spec_tokens", "spec_draft",
                                                                                      "spec_mtp"))
+
+    def once(self, key, compute: Callable[[], Any]) -> Any:
+        """``compute()`` the first time ``key`` is asked for, its stored result after: for figures
+        that depend on this object's columns only (and on inputs named in ``key``, kept alive by the
+        caller), which every closed-loop pass and step plan would otherwise recompute."""
+        if key not in self._once:
+            self._once[key] = compute()
+        return self._once[key]
