@@ -11,9 +11,12 @@ other work beside it, 12 of 58 tasks in 105 min: plan on 3 h and rely on the res
 about 12 min, for an experiment that touches a few kinds).
 
 With ``--json OUT``, every finished task's held-out errors are appended to ``OUT.partial.jsonl`` as
-they come, under a fingerprint of the inputs (the package's sources, the hardware, runtime and
-validation files): a run that is interrupted and started again with the same arguments resumes,
-skipping the tasks already done, as long as none of those inputs changed (otherwise it starts over).
+they come, under a fingerprint of the inputs (:func:`fingerprint`: the hardware, runtime and
+validation files, the fitting code, and the model's prediction of every validation case -- not the
+simulator's source, so that a speed-up that moves no prediction keeps it): a run that is interrupted
+and started again with the same arguments resumes, skipping the tasks already done, as long as none
+of those inputs changed (otherwise it starts over).  ``--restamp OUT`` (no run): the fingerprint of
+this checkout written into a finished ``OUT``, for a run made in another checkout of the same inputs.
 The partial file is removed once ``OUT`` is written.  ``OUT`` records the same fingerprint, so
 that benchmarks/validation_doc.py can say when held-out figures come from other code or another
 calibration than the in-sample figures beside them (``stale_note``).
@@ -52,19 +55,49 @@ def _tasks(cases: list, kinds: list[str], by: str, per_task: int = 4) -> list[tu
 
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what a held-out error depends on: the simulator and fit code, the calibrated files and the data
-FINGERPRINT_DIRS = ("explorer", "hardware", "runtimes", "validation")
+#: what a held-out error depends on, hashed byte for byte: the calibrated hardware and runtime files, the
+#: measured data, the package's data files and the code of the fitting procedure itself
+FINGERPRINT_DIRS = ("hardware", "runtimes", "validation", "explorer/data")
+FIT_CODE = ("explorer/calibrate.py", "explorer/kernel_fit.py", "explorer/kernel_cases.py", "explorer/fabrics.py",
+            "explorer/runtime.py")
 
 
-def fingerprint(args: argparse.Namespace) -> str:
-    """sha256 of the inputs a resumed run must share with the interrupted one (module docstring)."""
+def fingerprint(args: argparse.Namespace, root: Path = ROOT) -> str:
+    """sha256 of the inputs a resumed run must share with the interrupted one, and that the held-out
+    figures of a finished run describe: the hold-out arguments, the files of :data:`FINGERPRINT_DIRS`
+    and :data:`FIT_CODE`, and the model itself -- every validation case as parsed and the simulator's
+    prediction of each under today's fit (:func:`model_digest`), rather than the simulator's source:
+    a change that leaves every prediction bit for bit where it was (a speed-up) keeps the
+    fingerprint, any that moves one changes it.  Not seen: a code change that moves predictions only
+    away from today's fitted constants (a refit explores them) -- change FIT_CODE or rerun when in doubt."""
     h = hashlib.sha256(json.dumps([args.hold_out, args.hardware]).encode())
     for d in FINGERPRINT_DIRS:
-        for f in sorted((ROOT / d).rglob("*")):
+        for f in sorted((root / d).rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts:
-                h.update(str(f.relative_to(ROOT)).encode())
+                h.update(str(f.relative_to(root)).encode())
                 h.update(f.read_bytes())
+    for name in FIT_CODE:
+        h.update(name.encode())
+        h.update((root / name).read_bytes())
+    h.update(model_digest().encode())
     return h.hexdigest()
+
+
+_MODEL_DIGEST: list[str] = []  # once per process: ~4 s
+
+
+def model_digest() -> str:
+    """sha256 of every validation case as parsed (ids, measured values, designs) and of the
+    simulator's prediction of every supported one, as float64 bytes: the model as the held-out
+    figures saw it, whatever code computes it."""
+    if not _MODEL_DIGEST:
+        from explorer.validate import predict
+
+        cases = load_all_cases()
+        h = hashlib.sha256(repr(cases).encode())  # before predict, which records its choices on the cases
+        h.update(np.asarray(predict([c for c in cases if c.supported]), dtype=np.float64).tobytes())
+        _MODEL_DIGEST.append(h.hexdigest())
+    return _MODEL_DIGEST[0]
 
 
 def _task_key(task: tuple[str, str, list[str]]) -> str:
@@ -105,6 +138,29 @@ def stale_note(path: Path, hold_out: str) -> str | None:
             f"{' --hold-out config' if hold_out == 'config' else ''} --json {shown}` to refresh them.")
 
 
+def restamp(out: Path, stamp: str) -> str:
+    """Record ``stamp`` as the fingerprint of a finished run ``out`` and of its partial file, where
+    they exist (each rewritten whole, then moved into place); says what it rewrote."""
+    done = []
+    partial = Path(str(out) + ".partial.jsonl")
+    if out.exists():
+        rec = json.loads(out.read_text(encoding="utf-8"))
+        rec["fingerprint"] = stamp
+        tmp = Path(str(out) + ".tmp")
+        tmp.write_text(json.dumps(rec, indent=1), encoding="utf-8")
+        tmp.replace(out)
+        done.append(str(out))
+    if partial.exists():
+        lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
+        if lines:
+            lines[0] = json.dumps({"fingerprint": stamp}) + "\n"
+            tmp = Path(str(partial) + ".tmp")
+            tmp.write_text("".join(lines), encoding="utf-8")
+            tmp.replace(partial)
+            done.append(str(partial))
+    return f"fingerprint {stamp[:12]} written into {', '.join(done)}" if done else f"nothing at {out}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -112,7 +168,14 @@ def main() -> None:
                     help="curve: leave one measured curve out; config: every curve of one model and runtime on "
                          "the kind (curves only)")
     ap.add_argument("--hardware", help="comma-separated kinds to hold out on (default: every kind with served cases)")
+    ap.add_argument("--restamp", metavar="OUT",
+                    help="no run: write this checkout's fingerprint (for --hold-out/--hardware) into OUT and "
+                         "OUT.partial.jsonl, where they exist -- only for a run made on this checkout's inputs, "
+                         "after the fingerprint's definition changed")
     args = ap.parse_args()
+    if args.restamp:
+        print(restamp(Path(args.restamp), fingerprint(args)))
+        return
     cases = load_all_cases()
     by_id = {c.id: c for c in cases}
     kinds = sorted({c.hardware for c in cases if c.supported and c.kind in ("inference", "curve")})

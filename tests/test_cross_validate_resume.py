@@ -60,3 +60,35 @@ def test_stale_note_says_when_held_out_figures_are_from_other_inputs(tmp_path):
     inside.write_text(json.dumps({"errors": {}, "curves": {}}))
     cv.ROOT = tmp_path.resolve()
     assert "`docs/cv.json`" in cv.stale_note(inside, "curve") and "--json docs/cv.json`" in cv.stale_note(inside, "curve")
+
+
+def test_fingerprint_follows_the_predictions_not_the_simulators_source(monkeypatch):
+    """A code change that moves no prediction (a speed-up) keeps the fingerprint, so finished
+    cross-validation tasks stay valid; one that moves any prediction by one ulp changes it."""
+    import numpy as np
+
+    import explorer.validate as V
+
+    args = argparse.Namespace(hold_out="curve", hardware=None)
+    cv = _module()
+    stamp = cv.fingerprint(args)
+    assert not any(d.startswith("explorer") and d != "explorer/data" for d in cv.FINGERPRINT_DIRS)
+    real = V.predict
+    monkeypatch.setattr(V, "predict", lambda cases, *a, **k: np.nextafter(np.asarray(real(cases, *a, **k),
+                                                                                    dtype=np.float64), np.inf))
+    moved = _module()  # a fresh module: its model digest is computed again
+    assert moved.fingerprint(args) != stamp
+
+
+def test_restamp_rewrites_the_fingerprint_of_a_run_and_its_partial_file(tmp_path):
+    cv = _module()
+    out = tmp_path / "cv.json"
+    out.write_text(json.dumps({"fingerprint": "old", "errors": {"a": 0.1}, "curves": {}}))
+    part = tmp_path / "cv.json.partial.jsonl"
+    task = json.dumps({"task": "t", "errors": {"b": 0.2}}) + "\n"
+    part.write_text(json.dumps({"fingerprint": "old"}) + "\n" + task)
+    msg = cv.restamp(out, "new" * 4)
+    assert "cv.json" in msg and "partial" in msg
+    assert json.loads(out.read_text()) == {"fingerprint": "new" * 4, "errors": {"a": 0.1}, "curves": {}}
+    assert cv.load_partial(part, "new" * 4) == {"t": {"b": 0.2}}
+    assert cv.restamp(tmp_path / "none.json", "x").startswith("nothing at")
