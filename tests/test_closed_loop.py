@@ -122,3 +122,19 @@ def test_finite_run_drain_is_a_bounded_loss(clients, cv, per):
     assert 0.0 <= loss <= (1.0 + h) / (per * (1.0 - h)) + 1e-12
     f = finite_run_throughput_factor(clients, cv, per)
     assert 0.0 < float(f) <= 1.0
+
+
+def test_a_prompt_only_request_raises_no_overflow_warning():
+    """OSL = 1: nothing decodes, so the capped branch (rate = cap / decode time) is not taken; its
+    guard must not overflow either (a 1e9-sequence cap, as an unbounded runtime's, once warned)."""
+    import warnings
+
+    from explorer.closed_loop import closed_loop
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = closed_loop(np.array([4.0]), np.array([1e9]), np.array([1.0]), np.array([0.01]), np.array([0.02]),
+                         np.array([0.05]))
+    # by hand: B = Ts + C tau = 0.05 + 4 * 0.02 = 0.13, a = tau Ts = 0.001, disc = sqrt(B^2 - 4 a C) =
+    # sqrt(0.0169 - 0.016) = 0.03, X = 2 C / (B + disc) = 8 / 0.16 = 50 requests/s
+    assert op["request_rate"][0] == pytest.approx(50.0)
