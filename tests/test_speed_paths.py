@@ -105,3 +105,25 @@ def test_chunking_changes_nothing(designs, name, gemm_path, monkeypatch):
     whole = simulate(design, table)
     monkeypatch.setattr(sim, "CHUNK_ROWS", 257)
     _same(simulate(design, table), whole)
+
+
+@pytest.mark.parametrize("name", ["runtimes", "open", "spec"])
+def test_a_row_scores_the_same_alone_and_in_any_table(designs, name, gemm_path):
+    """A design's figures do not depend on the other rows it is scored with, bit for bit: every
+    result column of sampled rows scored one at a time against the same rows in a table that mixes
+    closed-loop rows with open-loop ones (whose extra fixed-point passes once recosted the closed
+    rows too), attention-DP rows with plain ones, and speculative rows with plain ones."""
+    design, table = designs[name]
+    n = len(design["hidden"])
+    mixed = {k: (np.array(v, copy=True) if np.ndim(v) else v) for k, v in design.items()}
+    rng = np.random.default_rng(11)
+    if name != "open":  # a fifth of the rows become open-loop ones
+        rate = np.zeros(n) if "request_rate" not in mixed else np.asarray(mixed["request_rate"], dtype=float)
+        mixed["request_rate"] = np.where(rng.random(n) < 0.2, rng.uniform(0.05, 20.0, n), rate)
+    else:  # a fifth become closed-loop
+        mixed["request_rate"] = np.where(rng.random(n) < 0.2, 0.0, np.asarray(mixed["request_rate"], dtype=float))
+    whole = simulate(mixed, table)
+    for i in rng.choice(n, 40, replace=False):
+        alone = simulate({k: (np.asarray(v)[i:i + 1] if np.ndim(v) else v) for k, v in mixed.items()}, table)
+        for k, v in alone.items():
+            np.testing.assert_array_equal(np.asarray(v), np.asarray(whole[k])[i:i + 1], err_msg=f"{k} row {i}")

@@ -94,7 +94,10 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
         moe_extra = p * np.maximum(np.where(s.rt_mixed, parts_pre["moe"] - parts_dec["moe"], parts_pre["moe"]), 0.0)
         moe_extra = np.minimum(moe_extra * s.isl / Q, tau)
         # a balancing runtime steps its ranks' prompts together (explorer/adp_balance.py): bounded
-        tau = (tau - moe_extra) * np.minimum(dp_straggler_factor(s.dp, f_chunk), adp_bound) + moe_extra
+        # (rows without attention DP keep tau as is: (tau - m) * 1 + m can differ from tau in the last
+        # bit, and a row's figures must not depend on the other rows of its table)
+        tau = np.where(s.dp > 1, (tau - moe_extra) * np.minimum(dp_straggler_factor(s.dp, f_chunk), adp_bound)
+                       + moe_extra, tau)
     chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
