@@ -296,12 +296,18 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
         T_hi = engine_steps(s, hw, b_hi, n_pf, link_pp, f_chunk, site=None)["T_dec"]  # eng's GEMM figures stay valid
         slope = (T_hi - eng["T_dec"]) / (b_hi - b_step)
         busy = 1.0 - np.exp(-b_run)  # a step of other requests is in flight at an arrival
-        got = percentiles(op, s.osl, eng["T_dec"], slope, eng["tau"], eng["ttft_service"], eng["prompt_service_s"], busy,
-                          eng["T_pre_step"], f_chunk, step_tokens=1.0 if s.spec_k is None else s.spec_tokens,
-                          mixed=s.rt_mixed, isl_per_budget=eng["isl_per_budget"],
-                          isl_cv=float_column(c, "isl_cv") if "isl_cv" in c else 0.0,
-                          osl_cv=float_column(c, "osl_cv") if "osl_cv" in c else 0.0)
-        pct = {k: np.where(want, got[k], np.nan) for k in pct}
+        # percentiles are element-wise: computed on the rows that want them only (their Poisson
+        # quantile is an iterative inverse, the costliest step of a validation run's open rows)
+        sel = np.flatnonzero(want)
+        w = (lambda x: x[sel] if np.ndim(x) else x) if sel.size < len(s.H) else (lambda x: x)  # noqa: E731
+        got = percentiles({k: w(v) for k, v in op.items()}, w(s.osl), w(eng["T_dec"]), w(slope), w(eng["tau"]),
+                          w(eng["ttft_service"]), w(eng["prompt_service_s"]), w(busy), w(eng["T_pre_step"]),
+                          w(f_chunk), step_tokens=1.0 if s.spec_k is None else w(s.spec_tokens),
+                          mixed=w(s.rt_mixed), isl_per_budget=w(eng["isl_per_budget"]),
+                          isl_cv=w(float_column(c, "isl_cv")) if "isl_cv" in c else 0.0,
+                          osl_cv=w(float_column(c, "osl_cv")) if "osl_cv" in c else 0.0)
+        for k in pct:
+            pct[k][sel] = got[k]
 
     parts = eng["parts"]
     if detail:
