@@ -56,16 +56,17 @@ def _tasks(cases: list, kinds: list[str], by: str, per_task: int = 4) -> list[tu
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what a held-out error depends on, hashed byte for byte: the calibrated hardware and runtime files, the
-#: measured data, the package's data files and the code of the fitting procedure itself
-FINGERPRINT_DIRS = ("hardware", "runtimes", "validation", "explorer/data")
-FIT_CODE = ("explorer/calibrate.py", "explorer/kernel_fit.py", "explorer/kernel_cases.py", "explorer/fabrics.py",
-            "explorer/runtime.py")
+#: measured data, the package's model presets and fabric fits (not explorer/data/error_bands.yaml: the
+#: bands are computed *from* a cross-validation run) and the code of the fitting procedure itself
+FINGERPRINT_DIRS = ("hardware", "runtimes", "validation")
+FIT_CODE = ("explorer/data/models.yaml", "explorer/data/fabrics.yaml", "explorer/calibrate.py", "explorer/kernel_fit.py",
+            "explorer/kernel_cases.py", "explorer/fabrics.py", "explorer/runtime.py")
 
 
 def fingerprint(args: argparse.Namespace, root: Path = ROOT) -> str:
     """sha256 of the inputs a resumed run must share with the interrupted one, and that the held-out
     figures of a finished run describe: the hold-out arguments, the files of :data:`FINGERPRINT_DIRS`
-    and :data:`FIT_CODE`, and the model itself -- every validation case as parsed and the simulator's
+    and :data:`FIT_CODE` (the data files among them), and the model itself -- every validation case as parsed and the simulator's
     prediction of each under today's fit (:func:`model_digest`), rather than the simulator's source:
     a change that leaves every prediction bit for bit where it was (a speed-up) keeps the
     fingerprint, any that moves one changes it.  Not seen: a code change that moves predictions only
