@@ -11,12 +11,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _module():
+def _fresh_module():
     spec = importlib.util.spec_from_file_location("cross_validate_script", ROOT / "benchmarks" / "cross_validate.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+_SHARED: list = []
+
+
+def _module():
+    """The script as a module, loaded once for the file (its model digest, ~4 s, is then computed once)."""
+    if not _SHARED:
+        _SHARED.append(_fresh_module())
+    return _SHARED[0]
 
 
 def test_partial_file_round_trip(tmp_path):
@@ -77,7 +87,7 @@ def test_fingerprint_follows_the_predictions_not_the_simulators_source(monkeypat
     real = V.predict
     monkeypatch.setattr(V, "predict", lambda cases, *a, **k: np.nextafter(np.asarray(real(cases, *a, **k),
                                                                                     dtype=np.float64), np.inf))
-    moved = _module()  # a fresh module: its model digest is computed again
+    moved = _fresh_module()  # a fresh module: its model digest is computed again
     assert moved.fingerprint(args) != stamp
 
 
