@@ -11,6 +11,9 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
 * baseline: the same simulator called one row at a time (``--scalar`` rows), and ``api.evaluate``
   (what ``explorer evaluate`` runs) per call.
 * ``--profile``: cProfile of ``simulate`` on 200,000 rows, top functions by own time.
+* ``--floor``: the compiled GEMM kernel's cost per point (:func:`kernel_floor`): what a simulator
+  that only evaluated the GEMMs it asks for could reach -- the bound a fully compiled engine
+  step would still meet.
 * today's code against its baseline, in the same run: every vectorized rate is also measured for
   the numpy-only path without reuse (``EXPLORER_NUMBA=0``: the compiled GEMM kernel of
   explorer/costs/gemm.py off; ``EXPLORER_REUSE=0``: every closed-loop pass recosts every GEMM),
@@ -137,6 +140,48 @@ def rates(design: dict, table, args, label: str, best: dict, key) -> None:
         print(line)
 
 
+def kernel_floor(label: str, design: dict, table) -> None:
+    """How much of a design point the compiled GEMM kernel costs: the GEMM evaluations ``simulate``
+    asks of it per point (all stacked elements, and those whose inputs moved since the site's last
+    call -- the ones the kernel recomputes), its time per evaluation on the captured inputs with
+    nothing reused, and so the most points/s a simulator could reach that evaluates those GEMMs and
+    does nothing else.  Prints one line; needs numba."""
+    import explorer.engine.hardware_columns as hc
+
+    if not fast_path_available():
+        print(f"{label}: floor needs the compiled kernel (numba)")
+        return
+    seen = {"all": 0, "moved": 0}
+    calls: list = []
+    real = hc.gemm_cost_stacked
+
+    def counting(cols, eta_c, **kw):
+        memo = kw.get("memo")
+        prev = memo.get("cols") if memo else None
+        seen["all"] += cols.shape[1] * cols.shape[2]
+        if prev is not None and prev.shape == cols.shape:
+            seen["moved"] += int(((cols[:7] != prev[:7]).any(axis=0)).sum())
+        else:
+            seen["moved"] += cols.shape[1] * cols.shape[2]
+        calls.append((cols.copy(), np.array(eta_c), {k: v for k, v in kw.items() if k != "memo"}))
+        return real(cols, eta_c, **kw)
+
+    hc.gemm_cost_stacked = counting
+    try:
+        n = len(design["hidden"])
+        simulate(design, table)
+    finally:
+        hc.gemm_cost_stacked = real
+    t0 = time.perf_counter()
+    for cols, eta_c, kw in calls:
+        real(cols, eta_c, **kw, memo=None)
+    ns = (time.perf_counter() - t0) / max(seen["all"], 1) * 1e9
+    per_point = seen["moved"] / n
+    print(f"{label}: {seen['all'] / n:.1f} GEMM evaluations per point asked of the kernel, {per_point:.1f} with "
+          f"moved inputs; {ns:.0f} ns per evaluation -> the kernel alone allows "
+          f"{1e9 / (per_point * ns):,.0f} points/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -145,6 +190,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--no-baseline", action="store_true", help="skip the numpy-only and frozen-baseline rates")
+    ap.add_argument("--floor", action="store_true",
+                    help="the compiled GEMM kernel's share: evaluations per point and ns per evaluation, and the "
+                         "points/s the kernel alone would allow")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
 
@@ -210,6 +258,9 @@ def main() -> None:
           f"detail=False {args.n / best[('mix', False)] / 1e6:.2f}x; sweep-like detail=True "
           f"{args.n / best[('sweep', True)] / 1e6:.2f}x, detail=False {args.n / best[('sweep', False)] / 1e6:.2f}x")
 
+    if args.floor:
+        for label, d, t in (("random mix", design, table), ("sweep-like", sweep_design, sweep_table)):
+            kernel_floor(label, take(d, slice(0, min(50_000, args.n))), t)
     if args.profile:
         sub = take(design, slice(0, min(200_000, args.n)))
         pr = cProfile.Profile()
