@@ -172,10 +172,13 @@ def kernel_floor(label: str, design: dict, table) -> None:
         simulate(design, table)
     finally:
         hc.gemm_cost_stacked = real
-    t0 = time.perf_counter()
-    for cols, eta_c, kw in calls:
-        real(cols, eta_c, **kw, memo=None)
-    ns = (time.perf_counter() - t0) / max(seen["all"], 1) * 1e9
+    best = np.inf
+    for _ in range(3):  # best of three: the first may pay for fresh pages
+        t0 = time.perf_counter()
+        for cols, eta_c, kw in calls:
+            real(cols, eta_c, **kw, memo=None)
+        best = min(best, time.perf_counter() - t0)
+    ns = best / max(seen["all"], 1) * 1e9
     per_point = seen["moved"] / n
     print(f"{label}: {seen['all'] / n:.1f} GEMM evaluations per point asked of the kernel, {per_point:.1f} with "
           f"moved inputs; {ns:.0f} ns per evaluation -> the kernel alone allows "
