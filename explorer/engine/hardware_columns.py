@@ -124,11 +124,14 @@ class HardwareColumns:
                         continue
                     cols[j, row] = v
                     filled.append(v)
-            if slot is not None:  # this buffer's sources, and the other live buffer's (the memo's inputs)
-                keep = {id(b): f for b in (cols, slot.get("cols")) if b is not None
-                        for f in [slot.get("filled", {}).get(id(b))] if f is not None and f[0] is b}
-                keep[id(cols)] = (cols, filled)
-                slot["filled"] = keep
+            if slot is not None:
+                # by buffer: (the buffer, its sources); kept for this one and the previous call's (next
+                # call's spare), each entry holding its buffer so that no other array can take its id
+                prev_cols = slot.get("cols")
+                prev_fill = slot.get("filled", {}).get(id(prev_cols)) if prev_cols is not None else None
+                slot["filled"] = {id(cols): (cols, filled)}
+                if prev_fill is not None and prev_fill[0] is prev_cols and prev_cols is not cols:
+                    slot["filled"][id(prev_cols)] = prev_fill
             # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
             # the same achievable bandwidth as any other weight (it used to divide reads too, which
             # tripled the memory-bound expert time of small-batch MoE decode)
