@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -139,13 +140,21 @@ def stale_note(path: Path, hold_out: str) -> str | None:
             f"{' --hold-out config' if hold_out == 'config' else ''} --json {shown}` to refresh them.")
 
 
+def _result(path: Path) -> dict:
+    """A finished run's JSON; ValueError when the file is not one."""
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(rec, dict) or "errors" not in rec:
+        raise ValueError("not a cross-validation result (no 'errors')")
+    return rec
+
+
 def restamp(out: Path, stamp: str) -> str:
     """Record ``stamp`` as the fingerprint of a finished run ``out`` and of its partial file, where
     they exist (each rewritten whole, then moved into place); says what it rewrote."""
     done = []
     partial = Path(str(out) + ".partial.jsonl")
     if out.exists():
-        rec = json.loads(out.read_text(encoding="utf-8"))
+        rec = _result(out)
         rec["fingerprint"] = stamp
         tmp = Path(str(out) + ".tmp")
         tmp.write_text(json.dumps(rec, indent=1), encoding="utf-8")
@@ -175,7 +184,14 @@ def main() -> None:
                          "after the fingerprint's definition changed")
     args = ap.parse_args()
     if args.restamp:
-        print(restamp(Path(args.restamp), fingerprint(args)))
+        try:
+            out = Path(args.restamp)
+            if out.exists():
+                _result(out)  # a file that is no run fails before the ~4 s fingerprint
+            print(restamp(out, fingerprint(args)))
+        except (OSError, ValueError) as e:  # unreadable, or not a cross-validation JSON
+            print(f"cross_validate.py: --restamp {args.restamp}: {type(e).__name__}: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
         return
     cases = load_all_cases()
     by_id = {c.id: c for c in cases}

@@ -103,3 +103,15 @@ def test_restamp_rewrites_the_fingerprint_of_a_run_and_its_partial_file(tmp_path
     assert json.loads(out.read_text()) == {"fingerprint": "new" * 4, "errors": {"a": 0.1}, "curves": {}}
     assert cv.load_partial(part, "new" * 4) == {"t": {"b": 0.2}}
     assert cv.restamp(tmp_path / "none.json", "x").startswith("nothing at")
+
+
+def test_restamp_of_a_file_that_is_no_run_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "cv.json"
+    bad.write_text('{"a": 1}')
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cross_validate.py"), "--restamp", str(bad)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no 'errors'" in r.stderr
+    assert bad.read_text() == '{"a": 1}'  # untouched
