@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from explorer.calibrate import HOLDOUT_UNITS, cross_validate, holdout_groups, load_all_cases
+from explorer.errors import ExplorerError
+from explorer.report.io import write_text_atomic
 
 _CASES: list = []  # each worker process loads the cases once
 
@@ -156,17 +158,13 @@ def restamp(out: Path, stamp: str) -> str:
     if out.exists():
         rec = _result(out)
         rec["fingerprint"] = stamp
-        tmp = Path(str(out) + ".tmp")
-        tmp.write_text(json.dumps(rec, indent=1), encoding="utf-8")
-        tmp.replace(out)
+        write_text_atomic(out, json.dumps(rec, indent=1))
         done.append(str(out))
     if partial.exists():
         lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
         if lines:
             lines[0] = json.dumps({"fingerprint": stamp}) + "\n"
-            tmp = Path(str(partial) + ".tmp")
-            tmp.write_text("".join(lines), encoding="utf-8")
-            tmp.replace(partial)
+            write_text_atomic(partial, "".join(lines))
             done.append(str(partial))
     return f"fingerprint {stamp[:12]} written into {', '.join(done)}" if done else f"nothing at {out}"
 
@@ -189,8 +187,8 @@ def main() -> None:
             if out.exists():
                 _result(out)  # a file that is no run fails before the ~4 s fingerprint
             print(restamp(out, fingerprint(args)))
-        except (OSError, ValueError) as e:  # unreadable, or not a cross-validation JSON
-            print(f"cross_validate.py: --restamp {args.restamp}: {type(e).__name__}: {e}", file=sys.stderr)
+        except (OSError, ValueError, ExplorerError) as err:  # unreadable, unwritable, or not a cross-validation JSON
+            print(f"cross_validate.py: --restamp {args.restamp}: {type(err).__name__}: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         return
     cases = load_all_cases()
@@ -238,11 +236,9 @@ def main() -> None:
     for cv, m in sorted(curves.items()):
         print(f"  {cv:64s} " + "  ".join(f"{k} {np.median(v):+.1%}" for k, v in sorted(m.items())))
     if args.json:
-        tmp = Path(args.json + ".tmp")
-        with tmp.open("w") as f:
-            json.dump({"fingerprint": stamp, "errors": errs, "curves": {k: {a: float(np.median(b)) for a, b in v.items()}
-                                                  for k, v in curves.items()}}, f, indent=1)
-        tmp.replace(args.json)  # whole or not at all
+        write_text_atomic(args.json, json.dumps(  # whole or not at all
+            {"fingerprint": stamp, "errors": errs,
+             "curves": {k: {a: float(np.median(b)) for a, b in v.items()} for k, v in curves.items()}}, indent=1))
         if partial is not None:
             partial.unlink(missing_ok=True)
 
