@@ -149,8 +149,7 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
     n_pre, P, M, T_tot = plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
     m_attn = plan["m_attn"]
     # --- attention scores/values
-    # (the entry holds P itself, so that no other array can take its id while the entry lives)
-    _, (S_eff, fl_prompt) = s.once(("attention", id(P)), lambda: (P, _attention_per_shape(s, P)))
+    S_eff, fl_prompt = s.once("attention", lambda: _attention_per_shape(s, P), P)
     fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
     if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
         fl_d = fl_d * plan["q_attn"]
@@ -168,11 +167,11 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
     k_ = hw.kind
     ar_bytes = M * H * ALLREDUCE_BYTES
     # (collective_s in two parts: the group's size-independent terms once per call, then this step's size)
-    _, ar_terms = s.once(("allreduce", id(hw)), lambda: (hw, collective_terms(
+    ar_terms = s.once("allreduce", lambda: collective_terms(
         t, domain=float(k_.scaleup_domain), up_bw=k_.scaleup_bw, up_step_s=k_.scaleup_latency_s,
         out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s, eta_n=k_.eta_network, kind="allreduce",
         protocols=protocols_of(k_), call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
-        mesh=k_.scaleup_mesh)))
+        mesh=k_.scaleup_mesh), hw)
     t_ar = np.where(t > 1, collective_from_terms(ar_bytes, ar_terms), 0.0)
     # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
     # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce

@@ -121,10 +121,12 @@ class ShapeColumns:
             self.spec_tokens, self.spec_kind, self.spec_mtp = (float_column(c, k) for k in ("spec_tokens", "spec_draft",
                                                                                      "spec_mtp"))
 
-    def once(self, key, compute: Callable[[], Any]) -> Any:
-        """``compute()`` the first time ``key`` is asked for, its stored result after: for figures
-        that depend on this object's columns only (and on inputs named in ``key``, kept alive by the
-        caller), which every closed-loop pass and step plan would otherwise recompute."""
+    def once(self, name: str, compute: Callable[[], Any], *inputs: object) -> Any:
+        """``compute()`` the first time ``name`` is asked for with these ``inputs`` (the same objects),
+        its stored result after: for figures that depend on this object's columns and those inputs
+        only, which every closed-loop pass and step plan would otherwise recompute.  The entry keeps
+        the inputs alive, so that no other object can take their ids while it lives."""
+        key = (name, *map(id, inputs))
         if key not in self._once:
-            self._once[key] = compute()
-        return self._once[key]
+            self._once[key] = (inputs, compute())
+        return self._once[key][1]
