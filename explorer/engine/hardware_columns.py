@@ -30,14 +30,6 @@ def format_support_masks(kinds: Sequence) -> np.ndarray:
 
 
 
-def _same_source(a, b) -> bool:
-    """Whether a stacked GEMM buffer row filled from ``a`` already holds what ``b`` would put there:
-    the same array object, or equal plain numbers."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return a is b
-    return type(a) is type(b) and a == b
-
-
 class HardwareColumns:
     """Hardware columns gathered per design point."""
 
@@ -109,29 +101,11 @@ class HardwareColumns:
             cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
             if cols is None or cols.shape != (8, len(sel), n):
                 cols = np.empty((8, len(sel), n))  # M N K b_a b_w b_out groups peak
-            # what each row of the buffer was filled from (the same array object, or an equal Python
-            # number, holds the same values: the shape's columns are never changed in place), so that
-            # a reused buffer is only refilled where its source moved -- mostly the token counts M
-            held = slot.get("filled", {}).get(id(cols)) if slot is not None else None
-            sources = [self.peak if requests[i][7] is None else requests[i][7] for i in sel]
-            filled = []
             for row, i in enumerate(sel):
                 r = requests[i]
-                for j in range(8):
-                    v = r[j] if j < 7 else sources[row]
-                    if held is not None and held[0] is cols and _same_source(held[1][8 * row + j], v):
-                        filled.append(held[1][8 * row + j])
-                        continue
-                    cols[j, row] = v
-                    filled.append(v)
-            if slot is not None:
-                # by buffer: (the buffer, its sources); kept for this one and the previous call's (next
-                # call's spare), each entry holding its buffer so that no other array can take its id
-                prev_cols = slot.get("cols")
-                prev_fill = slot.get("filled", {}).get(id(prev_cols)) if prev_cols is not None else None
-                slot["filled"] = {id(cols): (cols, filled)}
-                if prev_fill is not None and prev_fill[0] is prev_cols and prev_cols is not cols:
-                    slot["filled"][id(prev_cols)] = prev_fill
+                for j in range(7):
+                    cols[j, row] = r[j]
+                cols[7, row] = self.peak if r[7] is None else r[7]
             # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
             # the same achievable bandwidth as any other weight (it used to divide reads too, which
             # tripled the memory-bound expert time of small-batch MoE decode)

@@ -106,9 +106,7 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
         slots_gpu = np.where(is_moe, T_gpu * s.k / s.e, 0.0)
     else:
         touched = m_e = slots_gpu = np.zeros_like(T_tot)
-    # the GEMMs' N and K are the shape's (ShapeColumns.gemm_nk, the same array objects every call:
-    # HardwareColumns.run_gemms then leaves them in its stacked buffers instead of copying them again)
-    nk = s.gemm_nk
+    nk = s.gemm_nk  # the GEMMs' N and K: the shape's, computed once per call (ShapeColumns)
     M_moe = np.where(is_moe, M, 0.0)
     M_shared = np.where(nk["sdown"] > 0, M, 0.0)
     requests = [
