@@ -412,3 +412,51 @@ def test_extra_keys_typo_or_another_field(raw, outcome):
             extra_keys_note(raw, allowed)
     else:
         assert extra_keys_note(raw, allowed) == outcome
+
+
+def test_predict_keeps_a_case_lists_rows_only_while_its_cases_are_unchanged():
+    """predict builds the design rows of a case list once (validate._served_plan: calibration scores
+    the same list hundreds of times with only the profiles changed) and reuses them while the same
+    case objects come back in the same state.  A second call, a hardware override, and calls after
+    a case's values are replaced, edited in place or its support withdrawn all give, bit for bit,
+    what a fresh predict gives on copies."""
+    import copy
+    from dataclasses import replace as _replace
+
+    from explorer import validate as V
+
+    curves = [c for c in load_cases("validation/fronts.yaml") if c.hardware == "h200" and c.supported][:45]
+    points = [c for c in load_cases(DEFAULT_MEASUREMENTS) if c.hardware == "h200" and c.supported
+              and c.kind == "inference"][:4]
+    assert all(c.saturated for c in points) and not any(c.saturated for c in curves)  # both row layouts
+    cases = curves + points
+
+    def fresh(cs, **kw):
+        V._PLANS.clear()
+        return predict(copy.deepcopy(cs), **kw)
+
+    want = fresh(cases)
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(predict(cases), want)
+    plan = V._served_plan(cases)
+    np.testing.assert_array_equal(predict(cases), want)
+    assert V._served_plan(cases) is plan  # kept: same objects, same state
+
+    hw = load_hardware("h200")
+    slower = {"h200": _replace(hw, eta_memory=hw.eta_memory * 0.8)}
+    got = predict(cases, hardware=slower)
+    assert V._served_plan(cases) is plan  # a profile is no part of the plan
+    assert (got[:len(curves)] != want[:len(curves)]).any()
+    np.testing.assert_array_equal(got, fresh(cases, hardware=slower))
+
+    cases[3].values = dict(cases[3].values, batch=2 * cases[3].values["batch"])  # replaced
+    np.testing.assert_array_equal(predict(cases), fresh(cases))
+    assert V._served_plan(cases) is not plan
+    plan = V._served_plan(cases)
+    cases[-1].values["isl"] = 2 * cases[-1].values["isl"]  # edited in place
+    np.testing.assert_array_equal(predict(cases), fresh(cases))
+    assert V._served_plan(cases) is not plan
+    cases[0].supported = False  # withdrawn
+    got = predict(cases)
+    assert np.isnan(got[0])
+    np.testing.assert_array_equal(got, fresh(cases))
