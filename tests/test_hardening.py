@@ -418,6 +418,16 @@ def test_12_calibrate_all_without_a_supported_case_is_an_error(tmp_path):
         assert "no supported case" in r.err and r.out == ""
 
 
+def test_12_calibrate_names_a_measurements_file_that_does_not_exist(tmp_path):
+    """A file named with --measurements must exist: the defaults are optional and skipped when
+    absent, a named one is not (it used to be skipped, and the error blamed the empty case list)."""
+    real = Path("validation/measurements.yaml").resolve()
+    for missing in (tmp_path / "nope.yaml", tmp_path):  # no file; a directory
+        r = run_cli(["calibrate", "--hardware", "h100", "--measurements", real, "--measurements", missing])
+        assert_one_line_error(r, "calibrate", [str(missing)])
+        assert "file not found" in r.err and r.out == ""
+
+
 @pytest.mark.parametrize("command", ["sweep", "evaluate", "validate"])
 def test_13_deeply_nested_yaml_is_one_line(tmp_path, command):
     deep = tmp_path / "deep.yaml"

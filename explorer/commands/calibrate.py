@@ -29,14 +29,20 @@ def run(args) -> int:
 
     files = list(args.measurements) if args.measurements else list(DEFAULT_FILES)
     path = ", ".join(str(f) for f in files)
+    from pathlib import Path
+
+    from explorer.errors import SpecError
     from explorer.specio import check_name_text
+
+    for f in args.measurements or ():  # a file named on the command line must exist (the defaults are optional)
+        if not Path(f).is_file():
+            raise SpecError(str(f), None, "file not found")
 
     check_name_text(args.hardware, "--hardware", None, "hardware")
     if args.transfer_from:
         check_name_text(args.transfer_from, "--transfer-from", None, "hardware")
     if args.transfer_from:
         from explorer.calibrate import transfer
-        from explorer.errors import SpecError
         from explorer.hardware import load_hardware
 
         try:  # an unknown source kind is blamed on its own flag
@@ -63,8 +69,6 @@ def run(args) -> int:
         if skipped and not args.json:
             print(f"skipped (fewer than {MIN_CASES_ALL} cases; name a kind to fit it anyway): {', '.join(skipped)}")
         if not names:
-            from explorer.errors import SpecError
-
             raise SpecError(str(path), None, "no supported case on any hardware kind: nothing to calibrate "
                                              "(explorer validate lists each case's reason)" if not counts else
                             f"no hardware kind has {MIN_CASES_ALL} supported cases (have: "
