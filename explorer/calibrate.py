@@ -105,6 +105,8 @@ RT_PARAMS: dict[str, tuple[str, float | None]] = {
     "per_request_us": ("per_request_s", 200e-3),
     "attention": ("attention", None),
     "compute": ("compute", None),
+    "memory": ("memory", None),
+    "memory_moe": ("memory_moe", None),
     # the front end's profile values are deliberately high starts (runtimes/trtllm.yaml), so their
     # prior is as wide as the start itself; measured in sample (2026-12-04) with SERVE_START_LEVELS:
     # 1 ms / 20 us held B200's TensorRT-LLM front end at 3.6 ms / 86 us against its data (objective

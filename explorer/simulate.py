@@ -137,6 +137,11 @@ def _prepare(c: Mapping[str, np.ndarray], table: HardwareTable) -> dict:
     hw = HardwareColumns(table, idx, cfmt, a_idx)
     hw.w_only = s.w_only
     hw.eta_c = hw.eta_c * s.rt_compute  # the runtime's served GEMMs vs the kernel benchmarks (fitted residual)
+    # ... and its memory-bound kernels (decode GEMMs' weight streaming, expert weights, KV and decode
+    # attention reads) vs the kind's fitted memory efficiency: a fitted residual per runtime and model
+    # family (explorer/runtime.py RuntimeFit.memory / memory_moe; 1 = as the kind).  One factor for every
+    # memory-bound term of a row -- which kernel a runtime streams slower is not resolved from curves
+    hw.eta_m = hw.eta_m * s.rt_memory
     if (s.rt_release != 1.0).any():
         # an older software release (explorer/runtime.py Release): its memory-bound kernels -- decode
         # GEMMs, expert-weight and KV streaming, decode attention -- reach `rt_release` of the newest

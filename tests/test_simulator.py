@@ -309,3 +309,45 @@ def test_a_design_with_no_room_for_one_sequence_is_scored_as_if_one_fit():
     # one request at a time: a request waits for the three ahead of it, each decoding OSL-1 tokens
     assert 0 < r["ttft_s"] < 4 * 1024 * r["tpot_s"] * 1.2
     assert r["tokens_per_s_per_gpu"] == pytest.approx(r["tokens_per_s_per_user"] * r["decode_batch"], rel=0.05)
+
+
+@pytest.mark.parametrize("memory, memory_moe, factor", [(0.5, 1.0, 2.0), (1.0, 0.5, 1.0), (0.25, 0.5, 4.0)])
+def test_runtime_memory_residual_slows_a_dense_memory_bound_step_by_its_inverse(toy_hardware, memory, memory_moe,
+                                                                                  factor):
+    """A runtime's memory residual (RuntimeFit.memory, dense rows) divides the memory efficiency of
+    every memory-bound term: on the toy GPU the whole decode step is memory-bound, so a residual of
+    0.5 doubles its GEMM and attention times and 0.25 quadruples them; ``memory_moe`` leaves a dense
+    model alone."""
+    from dataclasses import replace
+
+    hw = toy_hardware()
+    rt = replace(TOY_RUNTIME, prior=replace(TOY_RUNTIME.prior, memory=memory, memory_moe=memory_moe))
+    base = evaluate(model=TOY, hw_override=hw, runtime=TOY_RUNTIME, batch=1, isl=512, osl=512)["breakdown"]
+    slow = evaluate(model=TOY, hw_override=hw, runtime=rt, batch=1, isl=512, osl=512)["breakdown"]
+    lm = gbytes(1, 32000, 1024, b_out=4.0)
+    layer = gbytes(1, 3072, 1024) + gbytes(1, 1024, 1024) + gbytes(1, 8192, 1024) + gbytes(1, 1024, 4096)
+    assert base["gemm"] == pytest.approx((2 * layer + lm) / BW, rel=1e-9)
+    assert slow["gemm"] == pytest.approx(factor * (2 * layer + lm) / BW, rel=1e-9)
+    assert slow["attention"] == pytest.approx(factor * 2 * 768 * 2 * 8 * 128 * 2 / BW, rel=1e-9)
+
+
+def test_runtime_memory_residual_for_moe_rows_is_memory_moe(toy_hardware):
+    """An MoE model takes ``memory_moe``, not ``memory``.  One client (step batch 1): its attention
+    and memory-bound expert streaming and permutes take 1/memory_moe as long, while the router
+    (N = E = 8 columns on a 16x128 tile: compute-bound, 2*16*128*1024 FLOPs per layer, still so at
+    half the memory speed) keeps its time; a dense-only residual leaves the MoE model as it was."""
+    from dataclasses import replace
+
+    hw = toy_hardware()
+    shape = ModelShape(hidden=1024, ffn=4096, layers=2, heads=8, kv_heads=8, vocab=32000, experts=8,
+                       experts_per_token=2, expert_ffn=512, name="toy-moe")
+    kw = dict(model=shape, hw_override=hw, batch=1, isl=512, osl=512)
+    base = evaluate(runtime=TOY_RUNTIME, **kw)
+    dense_only = evaluate(runtime=replace(TOY_RUNTIME, prior=replace(TOY_RUNTIME.prior, memory=0.5)), **kw)
+    moe_half = evaluate(runtime=replace(TOY_RUNTIME, prior=replace(TOY_RUNTIME.prior, memory_moe=0.5)), **kw)
+    assert base["step_batch"] == moe_half["step_batch"] == 1
+    assert dense_only["breakdown"] == base["breakdown"]
+    router_c = 2 * 16 * 128 * 1024 / PEAK
+    assert router_c > 2 * gbytes(1, 8, 1024, b_out=4.0) / BW
+    assert moe_half["breakdown"]["attention"] == pytest.approx(2 * base["breakdown"]["attention"], rel=1e-9)
+    assert moe_half["breakdown"]["moe"] == pytest.approx(2 * base["breakdown"]["moe"] - 2 * router_c, rel=1e-9)

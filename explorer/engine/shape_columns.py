@@ -66,6 +66,9 @@ class ShapeColumns:
         self.rt_serve_seq = np.where(on, float_column(c, "rt_serve_seq_s"), 0.0) if "rt_serve_seq_s" in c else zero
         self.rt_request, self.rt_attention = float_column(c, "rt_request_s"), float_column(c, "rt_attention")
         self.rt_compute = float_column(c, "rt_compute") if "rt_compute" in c else np.ones(len(self.H))
+        self.rt_memory = float_column(c, "rt_memory") if "rt_memory" in c else np.ones(len(self.H))
+        if "rt_memory_moe" in c:
+            self.rt_memory = np.where(self.E > 0, float_column(c, "rt_memory_moe"), self.rt_memory)
         # the run's software release: its served kernels' speed relative to the newest measured (1.0)
         # (per model family: a release's MoE kernels and its dense ones changed apart)
         one = np.ones(len(self.H))
