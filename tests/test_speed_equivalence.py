@@ -10,9 +10,17 @@ import speed_reference as R
 
 from explorer.costs.gemm import fast_path_available
 from explorer.design import build_design
-from explorer.simulate import COMPONENTS, simulate
+from explorer.simulate import COMPONENTS, PERCENTILE_COLUMNS, simulate
 
 RTOL = 1e-9
+#: The latency percentiles' tolerance.  Their M/D/1 tail quantile (explorer/open_loop.py) is
+#: ill-conditioned near a saturated prompt server: ``log(C/(1-p))/theta`` with ``theta -> 0`` as the
+#: load goes to 1 amplifies a last-bit difference in its inputs about a million times.  numpy's
+#: transcendental functions differ in the last bit between CPUs (the reference was written on another
+#: host: every column here agrees with it to 1e-13, one MTP row's TTFT percentiles, p50 716 s, to
+#: 3.8e-9 -- measured 2026-12-07 on an AMD EPYC host), so these columns are held to 1e-6: a changed
+#: formula still moves them by far more.
+PERCENTILE_RTOL = 1e-6
 BREAKDOWN = {f"t_{k}_s" for k in COMPONENTS}
 
 
@@ -35,7 +43,7 @@ def _close(name: str, k: str, got, want) -> None:
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan), (name, k)
     g, w = got[~nan], want[~nan]
-    bad = ~np.isclose(g, w, rtol=RTOL, atol=0.0)
+    bad = ~np.isclose(g, w, rtol=PERCENTILE_RTOL if k in PERCENTILE_COLUMNS else RTOL, atol=0.0)
     assert not bad.any(), (name, k, int(bad.sum()), g[bad][:5], w[bad][:5])
 
 
