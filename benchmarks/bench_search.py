@@ -129,7 +129,9 @@ def timed_sweep(space_path: Path, *extra: str) -> tuple[float, pd.DataFrame]:
             rc = cli(["sweep", str(space_path), "--out", d, "--no-report", *extra])
         dt = time.perf_counter() - t
         assert rc == 0, rc
-        return dt, pd.read_csv(Path(d) / f"{space_path.stem}.csv")
+        # (low_memory=False: one pass over the file, so a column such as `reason` -- empty on
+        # feasible rows -- gets one dtype instead of a mixed-type warning)
+        return dt, pd.read_csv(Path(d) / f"{space_path.stem}.csv", low_memory=False)
 
 
 def time_to_front(args) -> None:
