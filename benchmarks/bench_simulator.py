@@ -22,6 +22,10 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
   numpy-only path ran within noise of each other; one later speed-up has no switch and is in the
   baseline too: a table of several hardware kinds is gathered into kind order once, not once per
   kind, which made the random mix ~1.15x faster); ``--no-baseline`` skips it.
+* ``--baseline REF``: the same tables, chunks and repeats through the simulator of git revision
+  ``REF`` (a temporary worktree, timed in a subprocess of this run, one thread), beside each rate:
+  how a change compares with the code before it, measured on the same machine at the same time
+  (a one-line reason instead where it cannot run: no git checkout, an unknown revision).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import cProfile  # noqa: E402
 import io  # noqa: E402
+import json  # noqa: E402
 import pstats  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -94,6 +99,17 @@ def random_values(rng: np.random.Generator, n: int) -> dict:
     )
 
 
+def sweep_values(rng: np.random.Generator, n: int) -> dict:
+    """A sweep-like table: what a shape search on one hardware kind scores (quick.yaml's ranges)."""
+    values = dict(
+        hardware="h200", precision=rng.choice(["bf16", "fp8"], n), hidden=512 * rng.integers(6, 11, n),
+        ffn=1024 * rng.integers(8, 19, n), layers=2 * rng.integers(12, 21, n), head_dim=128,
+        kv_heads=rng.choice([4, 8], n), vocab=128256, batch=rng.integers(1, 513, n), tp=rng.choice([1, 2, 4, 8], n),
+        isl=1024, osl=1024)
+    values["heads"] = values["hidden"] // 128
+    return values
+
+
 def take(design: dict, i: slice | np.ndarray) -> dict:
     return {k: v[i] for k, v in design.items()}
 
@@ -125,19 +141,72 @@ class numpy_only:
                 os.environ[k] = v
 
 
-def rates(design: dict, table, args, label: str, best: dict, key) -> None:
-    """Best-of-repeats points/s of today's code, its numpy-only path and the frozen baseline."""
+def rates(design: dict, table, args, label: str, best: dict, key, ref: dict | None = None) -> None:
+    """Best-of-repeats points/s of today's code, its numpy-only path and revision ``--baseline``'s
+    (``ref``: :func:`revision_rates`)."""
     n = len(design["hidden"])
     for detail in (True, False):
         t = min(bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats))
         best[(key, detail)] = t
         line = f"{label} detail={detail!s:5s}: {n / t:,.0f} points/s"
+        if ref is not None:
+            r = ref[f"{key}/{detail}"]
+            line += f"  | {args.baseline} {r:,.0f} -> {n / t / r:.2f}x"
         if not args.no_baseline:
             with numpy_only():
                 t_0 = min(bench_vectorized(design, table, args.chunk, detail) for _ in range(args.repeats))
             best[(key, detail, "baseline")] = t_0
             line += f"  | baseline (numpy-only path, no reuse) {n / t_0:,.0f}  -> {t_0 / t:.2f}x the baseline"
         print(line)
+
+
+def measure(n: int, chunk: int, repeats: int) -> dict[str, float]:
+    """Best-of-``repeats`` points/s of ``simulate`` on this benchmark's two tables (the same seed and
+    order as :func:`main`), with and without the breakdown: keys ``mix/True`` ... ``sweep/False``.
+    What :func:`revision_rates` runs on another revision's code."""
+    rng = np.random.default_rng(0)
+    tables = {"mix": build_design(random_values(rng, n), "bench")}
+    tables["sweep"] = build_design(sweep_values(rng, n), "bench")
+    simulate(take(tables["mix"][0], slice(0, 1000)), tables["mix"][1])  # warm-up (loads or compiles kernels)
+    return {f"{key}/{detail}": n / min(bench_vectorized(d, t, chunk, detail) for _ in range(repeats))
+            for key, (d, t) in tables.items() for detail in (True, False)}
+
+
+#: what a revision's subprocess runs: this file's tables and timing on that revision's ``explorer``
+_REVISION_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tree!r}); sys.path.insert(1, {here!r})
+import explorer  # the revision's package, before bench_simulator puts this checkout on the path
+import bench_simulator as B
+assert B.simulate.__module__ == "explorer.simulate" and B.simulate.__code__.co_filename.startswith({tree!r})
+print("RATES " + json.dumps(B.measure({n}, {chunk}, {repeats})))
+"""
+
+
+def revision_rates(ref: str, n: int, chunk: int, repeats: int) -> dict[str, float] | str:
+    """:func:`measure` on git revision ``ref`` of this repository, checked out in a temporary worktree
+    and timed in a subprocess (one thread); a one-line reason instead where it cannot run."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="bench-revision-") as tmp:
+        tree = str(Path(tmp) / "tree")
+        add = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", tree, ref],
+                             capture_output=True, text=True)
+        if add.returncode != 0:
+            return f"--baseline {ref} not run: {(add.stderr.strip().splitlines() or ['git worktree failed'])[-1]}"
+        try:
+            code = _REVISION_SCRIPT.format(tree=tree, here=str(Path(__file__).resolve().parent), n=n, chunk=chunk,
+                                           repeats=repeats)
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tree,
+                                 env={**os.environ, "PYTHONPATH": tree})
+            line = [ln for ln in run.stdout.splitlines() if ln.startswith("RATES ")]
+            if run.returncode != 0 or not line:
+                return f"--baseline {ref} failed: {(run.stderr.strip().splitlines() or ['no output'])[-1]}"
+            return json.loads(line[-1][len("RATES "):])
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", tree], capture_output=True)
 
 
 def kernel_floor(label: str, design: dict, table) -> None:
@@ -192,7 +261,8 @@ def main() -> None:
     ap.add_argument("--scalar", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--no-baseline", action="store_true", help="skip the numpy-only and frozen-baseline rates")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the numpy-only rates")
+    ap.add_argument("--baseline", metavar="REF", help="also time git revision REF's simulator on the same tables")
     ap.add_argument("--floor", action="store_true",
                     help="the compiled GEMM kernel's share: evaluations per point and ns per evaluation, and the "
                          "points/s the kernel alone would allow")
@@ -214,19 +284,14 @@ def main() -> None:
     feasible = float(np.mean(simulate(take(design, slice(0, 100_000)), table)["feasible"]))
     print(f"feasible share (first 100k): {feasible:.1%}")
 
+    ref = revision_rates(args.baseline, args.n, args.chunk, args.repeats) if args.baseline else None
+    if isinstance(ref, str):
+        print(ref)
+        ref = None
     best: dict = {}
-    rates(design, table, args, f"vectorized simulate, random mix (chunks of {args.chunk:,})", best, "mix")
-
-    # a sweep-like table: what a shape search on one hardware kind scores (quick.yaml's ranges)
-    m = args.n
-    sweep_values = dict(
-        hardware="h200", precision=rng.choice(["bf16", "fp8"], m), hidden=512 * rng.integers(6, 11, m),
-        ffn=1024 * rng.integers(8, 19, m), layers=2 * rng.integers(12, 21, m), head_dim=128,
-        kv_heads=rng.choice([4, 8], m), vocab=128256, batch=rng.integers(1, 513, m), tp=rng.choice([1, 2, 4, 8], m),
-        isl=1024, osl=1024)
-    sweep_values["heads"] = sweep_values["hidden"] // 128
-    sweep_design, sweep_table = build_design(sweep_values, "bench")
-    rates(sweep_design, sweep_table, args, "sweep-like table (one kind, dense shapes)", best, "sweep")
+    rates(design, table, args, f"vectorized simulate, random mix (chunks of {args.chunk:,})", best, "mix", ref)
+    sweep_design, sweep_table = build_design(sweep_values(rng, args.n), "bench")
+    rates(sweep_design, sweep_table, args, "sweep-like table (one kind, dense shapes)", best, "sweep", ref)
 
     # baseline: one row at a time through the same simulator, and through api.evaluate
     rows = rng.choice(args.n, args.scalar, replace=False)
