@@ -44,6 +44,7 @@ import pstats  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -101,12 +102,14 @@ def random_values(rng: np.random.Generator, n: int) -> dict:
 
 def sweep_values(rng: np.random.Generator, n: int) -> dict:
     """A sweep-like table: what a shape search on one hardware kind scores (quick.yaml's ranges)."""
-    values = dict(
-        hardware="h200", precision=rng.choice(["bf16", "fp8"], n), hidden=512 * rng.integers(6, 11, n),
+    precision = rng.choice(["bf16", "fp8"], n)  # drawn in this order since 2026-12-01: the same table every run
+    hidden = 512 * rng.integers(6, 11, n)
+    values: dict = dict(
+        hardware="h200", precision=precision, hidden=hidden,
         ffn=1024 * rng.integers(8, 19, n), layers=2 * rng.integers(12, 21, n), head_dim=128,
         kv_heads=rng.choice([4, 8], n), vocab=128256, batch=rng.integers(1, 513, n), tp=rng.choice([1, 2, 4, 8], n),
         isl=1024, osl=1024)
-    values["heads"] = values["hidden"] // 128
+    values["heads"] = hidden // 128
     return values
 
 
@@ -305,7 +308,7 @@ def main() -> None:
         for r in one_rows:
             simulate(r, table)
         t_scalar0 = (time.perf_counter() - t0) / len(one_rows)
-    evs = [dict(model=None, shape={k: int(values[k][i]) for k in ("hidden", "ffn", "layers", "heads", "kv_heads",
+    evs: list[dict[str, Any]] = [dict(model=None, shape={k: int(values[k][i]) for k in ("hidden", "ffn", "layers", "heads", "kv_heads",
                                                                  "head_dim", "vocab", "experts", "experts_per_token",
                                                                  "expert_ffn")},
                 hardware=str(values["hardware"][i]), batch=int(values["batch"][i]), isl=int(values["isl"][i]),
