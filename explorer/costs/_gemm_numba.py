@@ -145,12 +145,14 @@ def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency,
     tm_min = tms[0]
     for j in range(1, nt):
         tm_min = min(tm_min, tms[j])
+    # distinct tile heights / widths: ceil(M/Tm) and ceil(N/Tn) once per value (as gemm_cost caches)
     um = np.empty(nt)
     un = np.empty(nt)
     im = np.empty(nt, dtype=np.int64)
     jn = np.empty(nt, dtype=np.int64)
     nm = _distinct(tms, um, im)
     nn_ = _distinct(tns, un, jn)
+    # tile sizes that are powers of two: x / T == x * (1/T) exactly (no rounding), and cheaper
     rum = 1.0 / um
     rtm_min = 1.0 / tm_min
     run = 1.0 / un
