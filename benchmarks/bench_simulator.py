@@ -163,14 +163,32 @@ def rates(design: dict, table, args, label: str, best: dict, key, ref: dict | No
         print(line)
 
 
-def measure(n: int, chunk: int, repeats: int) -> dict[str, float]:
-    """Best-of-``repeats`` points/s of ``simulate`` on this benchmark's two tables (the same seed and
-    order as :func:`main`), with and without the breakdown: keys ``mix/True`` ... ``sweep/False``.
-    What :func:`revision_rates` runs on another revision's code."""
+def make_tables(n: int) -> dict:
+    """This benchmark's tables, the same every run and for every revision timed: the random mix's
+    values and ``(design, table)`` (``mix``), the sweep-like ``(design, table)`` (``sweep``), the
+    generator after them (``rng``: the scalar rows are drawn from it) and the seconds spent drawing
+    the mix (``t_gen``) and building its design table (``t_build``)."""
     rng = np.random.default_rng(0)
-    tables = {"mix": build_design(random_values(rng, n), "bench")}
-    tables["sweep"] = build_design(sweep_values(rng, n), "bench")
-    simulate(take(tables["mix"][0], slice(0, 1000)), tables["mix"][1])  # warm-up (loads or compiles kernels)
+    t0 = time.perf_counter()
+    values = random_values(rng, n)
+    t1 = time.perf_counter()
+    mix = build_design(values, "bench")
+    t2 = time.perf_counter()
+    return {"values": values, "mix": mix, "sweep": build_design(sweep_values(rng, n), "bench"), "rng": rng,
+            "t_gen": t1 - t0, "t_build": t2 - t1}
+
+
+def measure(n: int, chunk: int, repeats: int) -> dict[str, float]:
+    """Best-of-``repeats`` points/s of ``simulate`` on :func:`make_tables`' two tables, with and
+    without the breakdown: keys ``mix/True`` ... ``sweep/False``.  What :func:`revision_rates` runs
+    on another revision's code."""
+    made = make_tables(n)
+    tables = {"mix": made["mix"], "sweep": made["sweep"]}
+    import explorer.costs.gemm as gemm  # the timed revision's: load (or compile) its kernel before timing
+
+    if hasattr(gemm, "fast_path_available"):
+        gemm.fast_path_available()
+    simulate(take(tables["mix"][0], slice(0, 1000)), tables["mix"][1])  # warm-up
     return {f"{key}/{detail}": n / min(bench_vectorized(d, t, chunk, detail) for _ in range(repeats))
             for key, (d, t) in tables.items() for detail in (True, False)}
 
@@ -270,14 +288,9 @@ def main() -> None:
                     help="the compiled GEMM kernel's share: evaluations per point and ns per evaluation, and the "
                          "points/s the kernel alone would allow")
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
-
-    t0 = time.perf_counter()
-    values = random_values(rng, args.n)
-    t_gen = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    design, table = build_design(values, "bench")
-    t_build = time.perf_counter() - t0
+    made = make_tables(args.n)
+    rng, values, t_gen, t_build = made["rng"], made["values"], made["t_gen"], made["t_build"]
+    (design, table), (sweep_design, sweep_table) = made["mix"], made["sweep"]
     t0 = time.perf_counter()
     on = fast_path_available()  # imports numba and compiles the GEMM kernel, or loads it from numba's cache
     print(f"compiled GEMM kernel (numba): {'on' if on else 'off'}; loaded in {time.perf_counter() - t0:.2f} s")
@@ -293,7 +306,6 @@ def main() -> None:
         ref = None
     best: dict = {}
     rates(design, table, args, f"vectorized simulate, random mix (chunks of {args.chunk:,})", best, "mix", ref)
-    sweep_design, sweep_table = build_design(sweep_values(rng, args.n), "bench")
     rates(sweep_design, sweep_table, args, "sweep-like table (one kind, dense shapes)", best, "sweep", ref)
 
     # baseline: one row at a time through the same simulator, and through api.evaluate
@@ -308,11 +320,13 @@ def main() -> None:
         for r in one_rows:
             simulate(r, table)
         t_scalar0 = (time.perf_counter() - t0) / len(one_rows)
-    evs: list[dict[str, Any]] = [dict(model=None, shape={k: int(values[k][i]) for k in ("hidden", "ffn", "layers", "heads", "kv_heads",
-                                                                 "head_dim", "vocab", "experts", "experts_per_token",
-                                                                 "expert_ffn")},
-                hardware=str(values["hardware"][i]), batch=int(values["batch"][i]), isl=int(values["isl"][i]),
-                osl=int(values["osl"][i]), precision=str(values["precision"][i])) for i in rows]
+    shape_keys = ("hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "experts",
+                  "experts_per_token", "expert_ffn")
+    evs: list[dict[str, Any]] = [
+        dict(model=None, shape={k: int(values[k][i]) for k in shape_keys}, hardware=str(values["hardware"][i]),
+             batch=int(values["batch"][i]), isl=int(values["isl"][i]), osl=int(values["osl"][i]),
+             precision=str(values["precision"][i]))
+        for i in rows]
     t0 = time.perf_counter()
     for e in evs:
         evaluate(**e)

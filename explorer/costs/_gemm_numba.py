@@ -10,7 +10,8 @@ import numpy as np
 
 from explorer.costs.gemm import MEM_SLICE_N, MIN_K_PER_SPLIT
 
-#: elements costed together by :func:`_block` (its working set, ~30 planes of this length, stays in L1/L2)
+#: elements costed together by :func:`_block`: its working set, ~40 rows of this length (2 KiB each),
+#: stays in the core's L2
 _BLOCK = 256
 
 
