@@ -25,7 +25,11 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
 * ``--baseline REF``: the same tables, chunks and repeats through the simulator of git revision
   ``REF`` (a temporary worktree, timed in a subprocess of this run, one thread), beside each rate:
   how a change compares with the code before it, measured on the same machine at the same time
-  (a one-line reason instead where it cannot run: no git checkout, an unknown revision).
+  (a one-line reason instead where it cannot run: no git checkout, an unknown revision).  That
+  revision runs after today's timings, not between them, and its ratios spread by ~10 % from run to
+  run (2026-12-07); ``--rounds K`` times the revision and this checkout in turn, K times each, both
+  in subprocesses, and prints best and median of each side: the figure to trust for a change of a
+  few percent.
 """
 
 from __future__ import annotations
@@ -204,9 +208,12 @@ print("RATES " + json.dumps(B.measure({n}, {chunk}, {repeats})))
 """
 
 
-def revision_rates(ref: str, n: int, chunk: int, repeats: int) -> dict[str, float] | str:
+def revision_rates(ref: str, n: int, chunk: int, repeats: int, rounds: int = 1) -> dict | str:
     """:func:`measure` on git revision ``ref`` of this repository, checked out in a temporary worktree
-    and timed in a subprocess (one thread); a one-line reason instead where it cannot run."""
+    and timed in a subprocess (one thread); a one-line reason instead where it cannot run.  With
+    ``rounds > 1`` the revision and this checkout (also in a subprocess, so both run alike) are timed
+    in turn, ``rounds`` times each: ``{"ref": [rates, ...], "here": [rates, ...]}`` -- what a slow or
+    busy moment of the machine does to one side, it does to the next round of the other too."""
     import subprocess
     import tempfile
 
@@ -218,16 +225,47 @@ def revision_rates(ref: str, n: int, chunk: int, repeats: int) -> dict[str, floa
         if add.returncode != 0:
             return f"--baseline {ref} not run: {(add.stderr.strip().splitlines() or ['git worktree failed'])[-1]}"
         try:
-            code = _REVISION_SCRIPT.format(tree=tree, here=str(Path(__file__).resolve().parent), n=n, chunk=chunk,
-                                           repeats=repeats)
-            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tree,
-                                 env={**os.environ, "PYTHONPATH": tree})
-            line = [ln for ln in run.stdout.splitlines() if ln.startswith("RATES ")]
-            if run.returncode != 0 or not line:
-                return f"--baseline {ref} failed: {(run.stderr.strip().splitlines() or ['no output'])[-1]}"
-            return json.loads(line[-1][len("RATES "):])
+            if rounds <= 1:
+                return _tree_rates(tree, ref, n, chunk, repeats)
+            out: dict[str, list] = {"ref": [], "here": []}
+            for _ in range(rounds):
+                for side, path in (("ref", tree), ("here", str(root))):
+                    got = _tree_rates(path, ref if side == "ref" else "this checkout", n, chunk, repeats)
+                    if isinstance(got, str):
+                        return got
+                    out[side].append(got)
+            return out
         finally:
             subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", tree], capture_output=True)
+
+
+def _tree_rates(tree: str, name: str, n: int, chunk: int, repeats: int) -> dict[str, float] | str:
+    """:func:`measure` on the ``explorer`` package of the checkout at ``tree``, in a subprocess."""
+    import subprocess
+
+    code = _REVISION_SCRIPT.format(tree=tree, here=str(Path(__file__).resolve().parent), n=n, chunk=chunk,
+                                   repeats=repeats)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tree,
+                         env={**os.environ, "PYTHONPATH": tree})
+    line = [ln for ln in run.stdout.splitlines() if ln.startswith("RATES ")]
+    if run.returncode != 0 or not line:
+        return f"--baseline: {name} failed: {(run.stderr.strip().splitlines() or ['no output'])[-1]}"
+    return json.loads(line[-1][len("RATES "):])
+
+
+def interleaved_report(ref: str, got: dict) -> list[str]:
+    """Lines comparing this checkout with revision ``ref`` over interleaved rounds
+    (:func:`revision_rates` with ``rounds > 1``): best and median points/s of each, and their ratios."""
+    lines = [f"interleaved A/B, {len(got['here'])} rounds each (this checkout and {ref} in turn, each in a "
+             "subprocess):"]
+    for key in got["here"][0]:
+        here = sorted(r[key] for r in got["here"])
+        base = sorted(r[key] for r in got["ref"])
+        h_med, b_med = float(np.median(here)), float(np.median(base))
+        lines.append(f"  {key:12s} {ref} best {base[-1]:,.0f} median {b_med:,.0f} | this checkout best {here[-1]:,.0f} "
+                     f"median {h_med:,.0f} -> {here[-1] / base[-1]:.2f}x best, {h_med / b_med:.2f}x median "
+                     f"(range {here[0]:,.0f}-{here[-1]:,.0f} vs {base[0]:,.0f}-{base[-1]:,.0f})")
+    return lines
 
 
 def kernel_floor(label: str, design: dict, table) -> None:
@@ -284,10 +322,16 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--no-baseline", action="store_true", help="skip the numpy-only rates")
     ap.add_argument("--baseline", metavar="REF", help="also time git revision REF's simulator on the same tables")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --baseline: time REF and this checkout in turn, ROUNDS times each, both in subprocesses, "
+                         "and report best and median of each (a single --baseline run's ratio can be off by ~10 %%)")
     ap.add_argument("--floor", action="store_true",
                     help="the compiled GEMM kernel's share: evaluations per point and ns per evaluation, and the "
                          "points/s the kernel alone would allow")
     args = ap.parse_args()
+    if args.rounds < 1:
+        print(f"bench_simulator.py: --rounds: must be at least 1, got {args.rounds}", file=sys.stderr)
+        raise SystemExit(2)
     made = make_tables(args.n)
     rng, values, t_gen, t_build = made["rng"], made["values"], made["t_gen"], made["t_build"]
     (design, table), (sweep_design, sweep_table) = made["mix"], made["sweep"]
@@ -300,10 +344,13 @@ def main() -> None:
     feasible = float(np.mean(simulate(take(design, slice(0, 100_000)), table)["feasible"]))
     print(f"feasible share (first 100k): {feasible:.1%}")
 
-    ref = revision_rates(args.baseline, args.n, args.chunk, args.repeats) if args.baseline else None
+    ref = revision_rates(args.baseline, args.n, args.chunk, args.repeats, args.rounds) if args.baseline else None
     if isinstance(ref, str):
         print(ref)
         ref = None
+    elif ref is not None and "here" in ref:
+        print("\n".join(interleaved_report(args.baseline, ref)))
+        ref = {k: max(r[k] for r in ref["ref"]) for k in ref["ref"][0]}  # the revision's best, beside today's
     best: dict = {}
     rates(design, table, args, f"vectorized simulate, random mix (chunks of {args.chunk:,})", best, "mix", ref)
     rates(sweep_design, sweep_table, args, "sweep-like table (one kind, dense shapes)", best, "sweep", ref)

@@ -135,12 +135,14 @@ def _block(cnt, R_, I_, m_, n_, k_, g_, ba_, bw_, bo_, rc_, rm_, sms_, msk_, tms
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency, epi, launch, pow2, reuse, PREV,
-           PREV_RATE_C, out):
+def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency, epi, launch, pow2, reuse, static,
+           PREV, PREV_RATE_C, out):
     """Time of each stacked GEMM ``(r, i)`` as :func:`explorer.costs.gemm.gemm_cost` models it, into the
     planes of ``out``.  With ``reuse``, ``PREV`` ``(>= 7, R, n)`` and ``PREV_RATE_C`` hold an earlier call's
     element inputs (M N K b_a b_w b_out groups, rate_c; same hardware columns and tiles) and ``out``
-    that call's planes: an element whose inputs are all equal keeps them instead of being recomputed."""
+    that call's planes: an element whose inputs are all equal keeps them instead of being recomputed.
+    ``static`` (with ``reuse``): the caller vouches that N, K, the byte widths and the rates are those of
+    the earlier call, so only M and the groups are compared."""
     R, n = M.shape
     nt = tms.shape[0]
     tm_min = tms[0]
@@ -169,9 +171,9 @@ def kernel(M, N, K, BA, BW, BO, G, RATE_C, RATE_M, sms_, msk, tms, tns, latency,
     for r in range(R):
         for i in range(n):
             m, nn, k, g = M[r, i], N[r, i], K[r, i], G[r, i]
-            if reuse and m == PREV[0, r, i] and nn == PREV[1, r, i] and k == PREV[2, r, i] \
-                    and BA[r, i] == PREV[3, r, i] and BW[r, i] == PREV[4, r, i] and BO[r, i] == PREV[5, r, i] \
-                    and g == PREV[6, r, i] and RATE_C[r, i] == PREV_RATE_C[r, i]:
+            if reuse and m == PREV[0, r, i] and g == PREV[6, r, i] and (static or (
+                    nn == PREV[1, r, i] and k == PREV[2, r, i] and BA[r, i] == PREV[3, r, i]
+                    and BW[r, i] == PREV[4, r, i] and BO[r, i] == PREV[5, r, i] and RATE_C[r, i] == PREV_RATE_C[r, i])):
                 continue
             if not (m > 0 and g > 0):
                 out[0, r, i] = 0.0

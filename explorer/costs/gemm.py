@@ -285,7 +285,7 @@ def use_fast_path(rows: int) -> bool:
 def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray, sms: np.ndarray,
                       tiles_m: list[float], tiles_n: list[float], max_split_k: np.ndarray, eta_m: np.ndarray,
                       launch_s: float, latency_s: float, epilogue_exposed: float,
-                      memo: dict | None = None) -> np.ndarray:
+                      memo: dict | None = None, static: bool = False) -> np.ndarray:
     """The compiled :func:`gemm_cost` over stacked requests of one hardware kind: ``cols`` is
     ``(8, R, n)`` -- M N K b_a b_w b_out groups peak per request and point -- ``eta_c`` ``(R, n)``,
     the hardware columns ``(n,)`` and one tile list.  Returns ``(9, R, n)``: the planes of
@@ -293,20 +293,27 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     hardware arguments and tile list): the call keeps ``cols`` (which the caller leaves unchanged), its
     compute rates and planes there; the next call of the same shapes updates those planes *in place*
     and returns them, recomputing only the elements whose inputs moved (the others keep the figures
-    of the same inputs), so a memo's planes are valid until its next call.  Call only when
-    :func:`fast_path_available`."""
+    of the same inputs), so a memo's planes are valid until its next call.  ``static``: the caller
+    vouches that only M and the groups (``cols[0]``, ``cols[6]``) can differ from the memo's call --
+    the other planes and ``eta_c`` hold the same values -- so the compute rates are the memo's and
+    only those two planes are compared.  Call only when :func:`fast_path_available`."""
     assert _KERNEL
     pairs = list(dict.fromkeys(zip(tiles_m, tiles_n, strict=True)))  # a repeated tile never wins (first of equals)
     tiles_m, tiles_n = [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
     R, n = cols.shape[1], cols.shape[2]
     pow2 = all(x > 0 and math.frexp(x)[0] == 0.5 for x in tiles_m + tiles_n)
-    rate_c = memo.pop("spare_rate_c", None) if memo is not None else None  # reuse a buffer (no page faults)
-    if rate_c is None or rate_c.shape != (R, n):
-        rate_c = np.empty((R, n))
-    np.multiply(cols[7], eta_c, out=rate_c)
-    np.divide(2.0, rate_c, out=rate_c)  # 2 / (peak * eta_c): the same expressions as gemm_cost
     prev = memo.get("cols") if memo is not None else None
     reuse = prev is not None and prev.shape == cols.shape
+    static = static and reuse
+    if static:
+        assert memo is not None
+        rate_c = memo["rate_c"]  # the same peaks and efficiencies: the same rates
+    else:
+        rate_c = memo.pop("spare_rate_c", None) if memo is not None else None  # reuse a buffer (no page faults)
+        if rate_c is None or rate_c.shape != (R, n):
+            rate_c = np.empty((R, n))
+        np.multiply(cols[7], eta_c, out=rate_c)
+        np.divide(2.0, rate_c, out=rate_c)  # 2 / (peak * eta_c): the same expressions as gemm_cost
     if memo is not None and reuse:
         prev_cols, prev_rate_c, out = memo["cols"], memo["rate_c"], memo["planes"]
     else:
@@ -315,10 +322,10 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     _KERNEL(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], rate_c,
             np.ascontiguousarray(np.broadcast_to(rate_m, (n,))), sms, max_split_k,
             np.asarray(tiles_m, dtype=np.float64), np.asarray(tiles_n, dtype=np.float64),
-            float(latency_s), float(epilogue_exposed), float(launch_s), pow2, reuse, prev_cols,
+            float(latency_s), float(epilogue_exposed), float(launch_s), pow2, reuse, static, prev_cols,
             prev_rate_c, out)
     if memo is not None:
-        if reuse:
+        if reuse and not static:
             memo["spare_rate_c"] = prev_rate_c
         memo["cols"], memo["rate_c"], memo["planes"] = cols, rate_c, out
     return out
