@@ -148,7 +148,7 @@ class HardwareColumns:
                     max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.served_gemm_latency_s,
                     epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot, static=static)
             else:
-                planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot)
+                planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot, static)
             if slot is not None:  # the previous inputs (and their sources): the next call's buffer
                 if spare is not None:
                     slot["spare"], slot["spare_src"] = spare, prev_src
@@ -158,7 +158,7 @@ class HardwareColumns:
         return [o for o in out if o is not None]
 
     def _gemms_numpy(self, cols: np.ndarray, eta_c: np.ndarray, tiles_m: np.ndarray, tiles_n: np.ndarray,
-                     slot: dict | None) -> Sequence[np.ndarray]:
+                     slot: dict | None, static: bool = False) -> Sequence[np.ndarray]:
         """numpy's :func:`gemm_cost` (the reference) over stacked requests ``cols`` ``(8, R, n)``: the
         ``(R, n)`` planes of :class:`GemmCost`, field by field.  With ``slot`` (run_gemms' memo of the previous
         call from the same site), only the elements whose inputs moved are costed, into the previous
@@ -168,9 +168,13 @@ class HardwareColumns:
         prev = slot.get("cols") if slot is not None else None
         todo = None
         if slot is not None and prev is not None and prev.shape == cols.shape:
-            same = eta_c == slot["eta_c"]
-            for j in range(8):
-                same &= cols[j] == prev[j]
+            # (static: only M and the groups can differ from the previous call, as for the kernel)
+            same = cols[0] == prev[0]
+            same &= cols[6] == prev[6]
+            if not static:
+                same &= eta_c == slot["eta_c"]
+                for j in (1, 2, 3, 4, 5, 7):
+                    same &= cols[j] == prev[j]
             if same.any():
                 planes = slot["planes"]  # the previous call's, updated in place
                 todo = np.flatnonzero(~same.ravel())
