@@ -107,6 +107,21 @@ DISAGG_COLUMNS = ("prefill_replicas", "decode_replicas", "prefill_gpus_per_repli
 MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
 
 
+def _indivisible(a, b) -> np.ndarray:
+    """``np.mod(a, b) != 0`` element-wise.  Where every ``a`` and ``b`` is a whole number (int64's
+    range) and every ``b`` is positive, taken in int64: float ``mod`` of whole numbers is exact, so
+    the mask is the same, and the integer remainder costs a fifth of numpy's float ``mod`` (~15 ns an
+    element, the costliest op of a sweep's chunk); anything else (fractions, zeros, NaN) takes
+    ``np.mod`` itself."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f" and b.dtype.kind == "f" and a.size > 64:
+        with np.errstate(invalid="ignore"):  # NaN / inf / out of range: not equal after the cast, so np.mod
+            ai, bi = a.astype(np.int64), b.astype(np.int64)
+        if (ai == a).all() and (bi == b).all() and (bi > 0).all():
+            return np.mod(ai, bi) != 0
+    return np.mod(a, b) != 0
+
+
 def structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support_mask) -> list[tuple[int, np.ndarray]]:
     """The design's structural feasibility rules, as ``(reason code, violated)`` in the order the
     simulator applies them (later entries take precedence): 5 ``ffn`` not splitting over ``tp``; 4
@@ -115,10 +130,10 @@ def structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support_mask
     tensor format the hardware lacks.  The one definition: :func:`simulate` and the grid's screen
     (``explorer.space``, before any simulation) both apply it."""
     return [
-        (5, np.mod(F, t) != 0),
-        (4, (E == 0) & (e > 1) | (E > 0) & ((np.mod(E, e) != 0) | (np.mod(t * dp, e) != 0))),
+        (5, _indivisible(F, t)),
+        (4, (E == 0) & (e > 1) | (E > 0) & (_indivisible(E, e) | _indivisible(t * dp, e))),
         (3, p > L),
-        (2, (np.mod(nq, t) != 0) | (~mla & (np.mod(nkv, t) != 0) & (np.mod(t, nkv) != 0))),
+        (2, _indivisible(nq, t) | (~mla & _indivisible(nkv, t) & _indivisible(t, nkv))),
         (1, (fmt_mask & ~support_mask) != 0),
     ]
 
@@ -252,6 +267,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     any_open = bool(is_open.any())
     lam = s.rate / groups  # arrivals per engine
     passes = FIXED_POINT_ITERATIONS + (OPEN_LOOP_EXTRA_ITERATIONS if any_open else 0)
+    b_cap_floor = np.maximum(b_cap, 1e-9)  # (every pass's, the same values: taken once)
     if any_open:  # open rows climb from a lone request; secant steps on b = F(b) (F nearly linear)
         b_step = np.where(is_open, 1.0, b_step)
         n_pf = np.where(is_open, 1.0, n_pf)
@@ -259,10 +275,10 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     for i in range(passes):  # fixed-point iterations on the batches the steps are costed at
         b_in, n_in, f_in = b_step, n_pf, f_chunk  # this pass's inputs
         eng = engine_steps(s, hw, b_step, n_pf, link_pp, f_chunk)
-        op = closed_loop(clients, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
+        op = closed_loop(clients, b_cap_floor, s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
                          eng["rate_max"], eng["T_full"])
         if any_open:
-            opo = open_loop(lam, np.maximum(b_cap, 1e-9), s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
+            opo = open_loop(lam, b_cap_floor, s.osl, eng["T_dec"], eng["tau"], eng["ttft_service"],
                             eng["prompt_service_s"], eng["rate_max"], eng["T_full"])
             op = {k: np.where(is_open, opo[k], v) for k, v in op.items()}
             op["overloaded"] = is_open & opo["overloaded"]
@@ -279,7 +295,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
             b_step = np.maximum(op["step_batch"], 1e-9)
         # prompts arriving per output-token time (engine_steps turns it into per step: max(1, .) there)
         n_pf = op["request_rate"] * op["tpot_s"]
-        f_chunk = np.clip(op["request_rate"] * op["tpot_s"] * s.isl / eng["Q"], 0.0, 1.0)
+        f_chunk = np.clip(n_pf * s.isl / eng["Q"], 0.0, 1.0)  # (n_pf: the same product)
         if any_open and FIXED_POINT_ITERATIONS - 1 <= i < passes - 1:
             # closed rows have had their passes: the open rows' extra ones recost them at the same
             # batches (the same figures), and the last one hands on what their last pass gave -- a

@@ -46,9 +46,18 @@ def mean_context_sliding(S, W):
 
 def decode_attention(m, S, n_q_loc, d, kv_loc, b_kv, mla, kv_lora, rope):
     """(flops, bytes) of decode attention for ``m`` sequences at mean context ``S``."""
-    gqa_flops = 4.0 * m * S * n_q_loc * d
-    mla_flops = 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope)
-    flops = np.where(mla, mla_flops, gqa_flops)
+    # (where no row is MLA, or every row is, np.where gives the one branch's values as they are: the
+    # other is not computed where it would not widen the result's shape)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (m, S, n_q_loc, d, kv_lora, rope, mla)))
+    flops = None
+    if not np.any(mla):
+        flops = 4.0 * m * S * n_q_loc * d
+    elif np.all(mla):
+        flops = 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope)
+    if flops is None or not shape or np.shape(flops) != shape:
+        gqa_flops = 4.0 * m * S * n_q_loc * d
+        mla_flops = 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope)
+        flops = np.where(mla, mla_flops, gqa_flops)
     nbytes = m * S * kv_loc * b_kv
     return flops, nbytes
 

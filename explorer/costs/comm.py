@@ -135,31 +135,46 @@ def collective_terms(n, *, domain, up_bw, up_step_s, out_bw, out_step_s, eta_n, 
                                  o_frac))
     nv = np.asarray(nvls_eta, dtype=np.float64)
     nvls = kind == "allreduce" and not ring_only and bool((nv > 0).any())
+    nvls_on = (nv > 0) & ~np.asarray(mesh, dtype=bool) if nvls else None
+    multi = n > 1
     return {"n": n, "D": D, "inside": inside, "share": share, "c_inter": c_inter, "inter_den": inter_den,
             "inter_lat": inter_lat, "ring": ring, "hierarchical": hierarchical, "call_s": call_s,
             "shape": np.broadcast(n, dom, up).shape,
-            "nvls": (nvls_latency_s, up * np.maximum(nv, 1e-9), (nv > 0) & ~np.asarray(mesh, dtype=bool)) if nvls
-            else None}
+            "nvls": (nvls_latency_s, up * np.maximum(nv, 1e-9), nvls_on) if nvls else None,
+            # which of np.where's branches collective_from_terms can skip: taken by no element, or by
+            # every one (np.where then returns the other branch's values, or this one's, as they are)
+            "multi": multi, "any_multi": bool(multi.any()), "all_inside": bool(np.all(inside)),
+            "nvls_all_on": nvls and bool(np.all(nvls_on))}
 
 
 def collective_from_terms(nbytes, terms: dict) -> np.ndarray:
     """:func:`collective_s` of ``nbytes`` from its size-independent :func:`collective_terms`."""
     S = np.asarray(nbytes, dtype=np.float64)
+    shape = np.broadcast_shapes(S.shape, terms["shape"])
+    if not terms.get("any_multi", True):  # no group of more than one GPU: np.where below gives 0 everywhere
+        return np.zeros(np.broadcast_shapes(shape, np.shape(terms["n"]), np.shape(terms["call_s"])))
     inside, D, share = terms["inside"], terms["D"], terms["share"]
-    inter = terms["c_inter"] * (S / D) / terms["inter_den"] if terms["hierarchical"] or terms["nvls"] else None
-    best = np.full(np.broadcast_shapes(S.shape, terms["shape"]), np.inf)
+    all_inside = terms.get("all_inside", False)  # (np.where(inside, a, b) is a's values: b is not needed)
+    inter = terms["c_inter"] * (S / D) / terms["inter_den"] \
+        if terms["hierarchical"] or (terms["nvls"] and not all_inside) else None
+    best = None  # (np.minimum(inf, x) is x, NaN included: the first candidate starts the minimum)
     for k, (fixed, den) in enumerate(terms["ring"]):
-        best = np.minimum(best, fixed + share * S / den)
+        cand = fixed + share * S / den
+        best = cand if best is None and cand.shape == shape else np.minimum(
+            np.full(shape, np.inf) if best is None else best, cand)
         if terms["hierarchical"]:
             fixed_h, c_intra, intra_den, o_frac = terms["hierarchical"][k]
             t_h = fixed_h + np.maximum(c_intra * S / intra_den, inter / o_frac)
             best = np.where(inside, best, np.minimum(best, t_h))
+    if best is None:
+        best = np.full(shape, np.inf)
     if terms["nvls"] is not None:
         lat, den_nv, on = terms["nvls"]
         t_nv = lat + S / den_nv
-        t_nv = np.where(inside, t_nv, t_nv + terms["inter_lat"] + np.maximum(0.0, inter - S / den_nv))
-        best = np.where(on, np.minimum(best, t_nv), best)
-    return np.where(terms["n"] > 1, best + terms["call_s"], 0.0)
+        if not all_inside:
+            t_nv = np.where(inside, t_nv, t_nv + terms["inter_lat"] + np.maximum(0.0, inter - S / den_nv))
+        best = np.minimum(best, t_nv) if terms.get("nvls_all_on", False) else np.where(on, np.minimum(best, t_nv), best)
+    return np.where(terms["multi"] if "multi" in terms else terms["n"] > 1, best + terms["call_s"], 0.0)
 
 
 def protocols_of(h) -> list[tuple]:
@@ -197,10 +212,26 @@ def custom_allreduce_s(nbytes, n, *, up_bw, eta_n) -> np.ndarray:
     from 0.5 to 1 MB (3 x 0.5 MB at ~375 of NVLink 4's 450).  Ignored: NVLS multimem variants, the
     runtimes' size thresholds for falling back to NCCL (the caller takes the faster of the two)."""
     n = np.asarray(n, dtype=np.float64)
+    return np.where(n > 1, custom_allreduce_from_terms(nbytes, custom_allreduce_terms(n, up_bw=up_bw, eta_n=eta_n)),
+                    0.0)
+
+
+def custom_allreduce_terms(n, *, up_bw, eta_n) -> tuple:
+    """The part of :func:`custom_allreduce_s` that does not depend on the message size (a caller
+    costing many messages over the same groups computes it once)."""
+    n = np.asarray(n, dtype=np.float64)
     rate = 1.0 / (np.asarray(up_bw, dtype=np.float64) * eta_n)
-    one = CUSTOM_ALLREDUCE_LATENCY_S + (n - 1.0) * nbytes * rate
-    two = 2.0 * CUSTOM_ALLREDUCE_LATENCY_S + 2.0 * (n - 1.0) / np.maximum(n, 1.0) * nbytes * rate
-    return np.where(n > 1, np.minimum(one, two), 0.0)
+    return n - 1.0, 2.0 * (n - 1.0) / np.maximum(n, 1.0), rate
+
+
+def custom_allreduce_from_terms(nbytes, terms: tuple) -> np.ndarray:
+    """:func:`custom_allreduce_s` of ``nbytes`` from its :func:`custom_allreduce_terms`, before the
+    ``n > 1`` mask (groups of one GPU get the formulas' figures, not 0): the same operations in the
+    same order."""
+    hops, shots, rate = terms
+    one = CUSTOM_ALLREDUCE_LATENCY_S + hops * nbytes * rate
+    two = 2.0 * CUSTOM_ALLREDUCE_LATENCY_S + shots * nbytes * rate
+    return np.minimum(one, two)
 
 
 def allreduce_s(nbytes, n, bw, alpha, eta_n) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 from explorer import adp_balance, batch_wait, speculative
 from explorer.costs.comm import p2p_s
 from explorer.engine.hardware_columns import HardwareColumns
-from explorer.engine.layer_step import cost_steps, graph_padded, plan_step, stage_total
+from explorer.engine.layer_step import cost_steps, graph_padded, graph_steps, plan_step, stage_total
 from explorer.engine.shape_columns import ShapeColumns
 
 
@@ -54,15 +54,37 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     # attention-DP balance (explorer/adp_balance.py): the hold before a prompt and the bound it puts on stragglers
     adp_on = bool(((s.rt_adp_iters > 0) & (s.dp > 1)).any())
     adp_wait, adp_bound = adp_balance.hold(s.rt_adp_iters, s.dp, arrivals) if adp_on else (0.0, np.inf)
-    b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max)
+    # the shape's figures every pass used again (the same values, computed once per call) and
+    # whether every row, or none, runs mixed steps / a pipeline (np.where on a mask every row takes,
+    # or none does, gives one branch's values as they are: the other is not computed)
+    cst = s.once("engine_constants", lambda: _engine_constants(s))
+    mixed, all_mixed, any_mixed = s.rt_mixed, cst["all_mixed"], cst["any_mixed"]
+
+    def if_mixed(a, b):  # np.where(s.rt_mixed, a(), b())'s values, a() or b() alone where that is the same
+        if all_mixed:
+            x = a()
+            if np.shape(x) == np.broadcast_shapes(mixed.shape, np.shape(x)):
+                return x
+            return np.where(mixed, x, b())
+        if not any_mixed:
+            y = b()
+            if np.shape(y) == np.broadcast_shapes(mixed.shape, np.shape(y)):
+                return y
+            return np.where(mixed, a(), y)
+        return np.where(mixed, a(), b())
+
+    b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max, cst["graph_steps"])
     b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
-    budget = np.maximum(np.where(s.rt_mixed, s.rt_max_tokens - (b if q is None else b * q), s.rt_max_tokens), 1.0)
+    budget = np.maximum(if_mixed(lambda: s.rt_max_tokens - (b if q is None else b * q), lambda: s.rt_max_tokens), 1.0)
     n_pf = np.maximum(n_pf, 1.0)  # at least one prompt's tokens per prefill-carrying step
     Q = np.minimum(n_pf * s.isl, budget)  # prompt tokens per prefill-carrying step
     zero = 0.0 * b
+    b_tok_pre = if_mixed(lambda: b_tok, lambda: np.zeros(np.broadcast_shapes(mixed.shape, np.shape(b_tok))))
+    q_share = Q / s.isl
     plans = [plan_step(s, hw, b_tok, zero, s.isl, s.dp, m_attn=b, q_attn=q),
-             plan_step(s, hw, np.where(s.rt_mixed, b_tok, 0.0), Q / s.isl, s.isl,
-                   np.where(s.rt_mixed, s.dp, 1.0), m_attn=np.where(s.rt_mixed, b, 0.0), q_attn=q)]
+             plan_step(s, hw, b_tok_pre, q_share, s.isl, cst["mixed_dp"],
+                       m_attn=if_mixed(lambda: b, lambda: np.zeros(np.broadcast_shapes(mixed.shape, np.shape(b)))),
+                       q_attn=q)]
     dec, pre = cost_steps(s, hw, plans, site=site)
     parts_dec, stage_dec = stage_total(s, dec, hw)
     parts_pre, stage_pre = stage_total(s, pre, hw)
@@ -76,16 +98,20 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     # adds to it, or -- where it runs beside the engine loop (host_overlap) -- shows only where it is
     # the longer of the two: the engine then waits for it
     host = s.rt_step + s.rt_per_seq * b * p
-    p2p = lambda m: np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
-    T_dec = p * stage_dec + (p - 1.0) * p2p(b_tok) + host
-    T_pre_step = p * stage_pre + (p - 1.0) * p2p(np.where(s.rt_mixed, b_tok, 0.0) + Q) + host
+    if cst["any_pipeline"]:
+        p2p = lambda m: (p - 1.0) * np.where(p > 1, p2p_s(m * s.H * s.b_a, bw_p, lat_p, hw.eta_n), 0.0)  # noqa: E731
+    else:  # no row has p > 1: np.where's 0.0 everywhere, (p - 1.0) * 0.0 as before
+        p2p = lambda m: cst["p_less_1"] * 0.0  # noqa: E731
+    p2p_dec = p2p(b_tok)  # (one figure for T_dec and the result's "p2p": the same expression)
+    T_dec = p * stage_dec + p2p_dec + host
+    T_pre_step = p * stage_pre + p2p(b_tok_pre + Q) + host
     host_dec = host
     if (s.rt_serve_step > 0).any() or (s.rt_serve_seq > 0).any():  # off unless asked for (front_end)
         serve = s.rt_serve_step + s.rt_serve_seq * b * p
         wait_dec, wait_pre = (np.where(s.rt_overlap, np.maximum(serve - e, 0.0), serve) for e in (T_dec, T_pre_step))
         T_dec, T_pre_step, host_dec = T_dec + wait_dec, T_pre_step + wait_pre, host + wait_dec
     # engine seconds one prompt costs: mixed -> the extra time of the mixed steps; separate -> its steps
-    tau = np.where(s.rt_mixed, np.maximum(T_pre_step - T_dec, 0.0), T_pre_step) * s.isl / Q
+    tau = if_mixed(lambda: np.maximum(T_pre_step - T_dec, 0.0), lambda: T_pre_step) * s.isl / Q
     if f_chunk is not None and (s.dp > 1).any():
         # attention-DP ranks wait for the one with a chunk: the rank's own work (attention, dense
         # GEMMs, its collectives) is paid at the straggler rate; the expert GEMMs are shared by all
@@ -98,7 +124,8 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
         # bit, and a row's figures must not depend on the other rows of its table)
         tau = np.where(s.dp > 1, (tau - moe_extra) * np.minimum(dp_straggler_factor(s.dp, f_chunk), adp_bound)
                        + moe_extra, tau)
-    chunk_steps = np.maximum(1.0, np.ceil(n_pf * s.isl / Q - 1e-9))
+    chunks = n_pf * s.isl / Q  # (once: chunk_steps and own_steps both take it)
+    chunk_steps = np.maximum(1.0, np.ceil(chunks - 1e-9))
     # TTFT without queueing: the step in flight when the request arrives (half a step on average),
     # then the steps that carry its prompt, then the runtime's per-request work
     busy = np.clip(b - 1.0, 0.0, 1.0)  # a step of the other requests is in flight (none when alone)
@@ -106,8 +133,7 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     # remainder -- each step is a decode step plus its chunk's share of the prompt work (a 9.4k-token
     # prompt in 8k chunks costs one full and one 1.4k-token step, not two full ones); separate
     # prefill steps are costed whole (a partial chunk's fixed cost is not separated out: assumption)
-    own_steps = np.where(s.rt_mixed, chunk_steps * T_dec + n_pf * s.isl / Q * (T_pre_step - T_dec),
-                         chunk_steps * T_pre_step)
+    own_steps = if_mixed(lambda: chunk_steps * T_dec + chunks * (T_pre_step - T_dec), lambda: chunk_steps * T_pre_step)
     # A new request first waits for the step in flight (half a step on average) -- or, where the
     # scheduler takes in requests only every ``poll`` decode steps (SGLang's --scheduler-recv-interval,
     # --num-continuous-decode-steps: "may increase time-to-first-token", SGLang server arguments), for
@@ -122,24 +148,32 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     if adp_on:  # held until every attention-DP rank has a prompt
         ttft_service = ttft_service + T_dec * busy * adp_wait
     # mixed steps carry one chunk each at most: the prompt rate cannot exceed Q/ISL per mixed step
-    rate_max = np.where(s.rt_mixed, Q / s.isl / np.maximum(T_pre_step, 1e-30), np.inf)
+    rate_max = np.where(s.rt_mixed, q_share / np.maximum(T_pre_step, 1e-30), np.inf)
     if s.disagg.any():  # disaggregated decode pool: no prompt work here, TTFT mostly spent outside
         tau = np.where(s.disagg, 0.0, tau)
         ttft_service = np.where(s.disagg, s.ttft_extra + 0.5 * busy * T_dec + s.rt_request, ttft_service)
         rate_max = np.where(s.disagg, np.inf, rate_max)
+    isl_budget = s.isl / budget
     out = {"T_dec": T_dec, "tau": tau, "ttft_service": ttft_service, "parts": parts_dec, "host": host_dec,
             "rate_max": rate_max, "T_full": np.where(s.rt_mixed, T_pre_step, T_dec),
             "prompt_s": T_pre_step * s.isl / Q, "T_pre_step": T_pre_step,
             # one prompt's share of the prefill server when chunks fill the whole token budget
             # (mixed: a step carries every waiting prompt up to the budget; separate: as tau)
-            "prompt_service_s": np.where(s.rt_mixed, tau + T_dec * np.minimum(s.isl / budget, 1.0), tau),
-            "isl_per_budget": np.where(s.rt_mixed, s.isl / budget, 0.0),  # a prompt's chunks (mixed steps)
-            "p2p": (p - 1.0) * p2p(b_tok), "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
+            "prompt_service_s": np.where(s.rt_mixed, tau + T_dec * np.minimum(isl_budget, 1.0), tau),
+            "isl_per_budget": np.where(s.rt_mixed, isl_budget, 0.0),  # a prompt's chunks (mixed steps)
+            "p2p": p2p_dec, "comp": dec[2], "gemms": dec[3], "Q": Q, "b_pad": b_pad}
     if spec:  # per output token: each step yields E tokens per sequence (TTFT, tau, rates stay per step)
         E = s.spec_tokens
         out.update({k: out[k] / E for k in ("T_dec", "T_full", "T_pre_step", "host", "p2p")})
         out["parts"] = {k: v / E for k, v in parts_dec.items()}
     return out
+
+
+def _engine_constants(s: ShapeColumns) -> dict:
+    """:func:`engine_steps`' figures of the shape columns alone (see there)."""
+    return {"all_mixed": bool(s.rt_mixed.all()), "any_mixed": bool(s.rt_mixed.any()),
+            "mixed_dp": np.where(s.rt_mixed, s.dp, 1.0), "any_pipeline": bool((s.p > 1).any()),
+            "p_less_1": s.p - 1.0, "graph_steps": graph_steps(s.rt_graph_step)}
 
 
 def draft_parts(s: ShapeColumns, hw: HardwareColumns, b_pad: np.ndarray, b: np.ndarray, site: str | None = None) -> dict[str, np.ndarray]:

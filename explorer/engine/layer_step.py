@@ -12,7 +12,8 @@ from explorer.costs.attention import decode_attention, mean_context_sliding, pre
 from explorer.costs.comm import (
     collective_from_terms,
     collective_terms,
-    custom_allreduce_s,
+    custom_allreduce_from_terms,
+    custom_allreduce_terms,
     ep_alltoall_s,
     protocols_of,
 )
@@ -54,28 +55,39 @@ def expected_max_load_factor(n: np.ndarray, slots: np.ndarray, z: np.ndarray | N
     return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
 
 
-def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray, step_1: np.ndarray,
+               stepping: np.ndarray) -> np.ndarray:
     # the captured sizes up to 4: 1, 2, 4 -- 2**ceil(log2(max(b, 1))) where b <= 4, written as two
     # comparisons (the same values; the transcendental pair cost ~5 % of a sweep, 2026-12-06)
+    # (step_1, stepping: np.maximum(step, 1.0) and step > 0, the figures of step alone, taken once)
     small = np.where(b > 2.0, 4.0, np.where(b > 1.0, 2.0, 1.0))
-    stepped = np.ceil(b / np.maximum(step, 1.0)) * np.maximum(step, 1.0)
+    stepped = np.ceil(b / step_1) * step_1
     padded = np.where(b <= 4.0, small, np.maximum(stepped, b))
-    use = (step > 0) & (b <= max_batch) & (b > 0)
+    use = stepping & (b <= max_batch) & (b > 0)
     return np.where(use, np.minimum(padded, np.maximum(max_batch, b)), b)
 
 
-def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray) -> np.ndarray:
+def graph_steps(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The figures of :func:`graph_padded` that depend on ``step`` alone (a caller padding many
+    batches with the same graph steps computes them once)."""
+    return np.maximum(step, 1.0), step > 0
+
+
+def graph_padded(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray,
+                 steps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Decode batch as a CUDA graph runs it: captured sizes 1, 2, 4, then multiples of ``step``, up
     to ``max_batch`` (above it, or with ``step == 0``, the step runs unpadded).
 
     ``b`` is a steady-state mean, so the padded size is the expectation over the two whole batches
     around it (``floor(b)`` and ``ceil(b)``, weighted by the fraction): a mean of 8.01 pads to 8.08,
-    not to 16 -- the step function applied to a mean would jump where the served batch does not."""
+    not to 16 -- the step function applied to a mean would jump where the served batch does not.
+    ``steps``: :func:`graph_steps` of ``step`` where the caller has it."""
     b = np.asarray(b, dtype=np.float64)
+    step_1, stepping = graph_steps(step) if steps is None else steps
     lo, hi = np.floor(b), np.ceil(b)
     w = b - lo
-    return (1.0 - w) * _pad_whole(np.maximum(lo, np.minimum(b, 1.0)), step, max_batch) \
-        + w * _pad_whole(hi, step, max_batch)
+    return (1.0 - w) * _pad_whole(np.maximum(lo, np.minimum(b, 1.0)), step, max_batch, step_1, stepping) \
+        + w * _pad_whole(hi, step, max_batch, step_1, stepping)
 
 
 def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups, m_attn=None, q_attn=None) -> dict:
@@ -92,8 +104,8 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
     H = s.H
     M = m_dec + n_pre * P  # tokens through the weight GEMMs
     T_tot = M * moe_groups  # tokens meeting in the stage's experts
-    is_moe = s.E > 0
-    if is_moe.any():
+    is_moe, moe_any = s.once("moe_rows", lambda: (s.E > 0, bool((s.E > 0).any())))
+    if moe_any:
         # Blom's z of the EP group and the chance that a token skips a given expert: the shape's
         z_e, miss = s.once("routing", lambda: (blom_z(s.e), np.clip(1.0 - s.k / np.maximum(s.E, 1.0), 0.0, 1.0)))
         # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
@@ -107,8 +119,11 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
     else:
         touched = m_e = slots_gpu = np.zeros_like(T_tot)
     nk = s.gemm_nk  # the GEMMs' N and K: the shape's, computed once per call (ShapeColumns)
-    M_moe = np.where(is_moe, M, 0.0)
-    M_shared = np.where(nk["sdown"] > 0, M, 0.0)
+    # (where no row has experts / shared experts, np.where(mask, M, 0.0) is 0.0 everywhere: zeros)
+    M_moe = np.where(is_moe, M, 0.0) if moe_any else np.zeros(np.broadcast_shapes(is_moe.shape, np.shape(M)))
+    has_shared, any_shared = s.once("shared_experts", lambda: (nk["sdown"] > 0, bool((nk["sdown"] > 0).any())))
+    M_shared = np.where(has_shared, M, 0.0) if any_shared \
+        else np.zeros(np.broadcast_shapes(has_shared.shape, np.shape(M)))
     requests = [
         (M, nk["qkv"], H, s.b_a, s.b_w, s.b_a, 1.0, None, False),  # qkv (or MLA projections)
         (M, H, nk["o"], s.b_a, s.b_w, s.b_a, 1.0, None, False),  # attention output
@@ -125,7 +140,8 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
     return {"m_dec": m_dec, "m_attn": m_dec if m_attn is None else m_attn, "q_attn": q_attn,
             "n_pre": n_pre, "P": P, "M": M,
             "T_tot": T_tot, "slots_gpu": slots_gpu, "requests": requests,
-            "touched": np.where(M_moe > 0, touched, 0.0)}
+            # (no MoE row: touched is zeros already, and np.where(., zeros, 0.0) the same zeros)
+            "touched": np.where(M_moe > 0, touched, 0.0) if moe_any else touched}
 
 
 def _attention_per_shape(s: ShapeColumns, P) -> tuple[np.ndarray, np.ndarray]:
@@ -141,21 +157,41 @@ def _attention_per_shape(s: ShapeColumns, P) -> tuple[np.ndarray, np.ndarray]:
     return S_eff, fl_p
 
 
+def _step_constants(s: ShapeColumns, hw: HardwareColumns) -> dict:
+    """The factors of :func:`step_times` that depend on the shape and hardware columns only (each
+    the very subexpression step_times evaluated in every pass, computed once per call: the same
+    values, so the same figures), and which of its branches no row of the call takes."""
+    t, k_ = s.t, hw.kind
+    custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain) \
+        if k_.peer_allreduce and s.rt_custom_ar.any() else None
+    is_moe = s.E > 0
+    return {
+        "attn_den_c": hw.peak_attn * hw.eta_c * s.rt_attention, "attn_den_m": hw.hbm_bw * hw.eta_m * s.rt_attention,
+        "kv_rw": s.b_kv + 2.0 * s.b_a, "perm_bytes": 2.0 * s.b_a + 2.0 * COMBINE_BYTES, "perm_den": hw.hbm_bw * hw.eta_m,
+        "custom": custom, "custom_any": custom is not None and bool(custom.any()),
+        "custom_all": custom is not None and bool(custom.all()),
+        "custom_terms": custom_allreduce_terms(t, up_bw=k_.scaleup_bw, eta_n=k_.eta_network) if custom is not None else None,
+        "is_moe": is_moe, "any_moe": bool(is_moe.any()), "a2a": bool((is_moe & (s.e > 1)).any()),
+        "overhead": s.kernels_per_layer * hw.launch,
+    }
+
+
 def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, GemmCost]):
     """Per-GPU times of one stage step (per-layer averages by component) and the LM head."""
     H, t = s.H, s.t
     n_pre, P, M, T_tot = plan["n_pre"], plan["P"], plan["M"], plan["T_tot"]
     m_attn = plan["m_attn"]
+    cst = s.once("step_constants", lambda: _step_constants(s, hw), hw)
     # --- attention scores/values
     S_eff, fl_prompt = s.once("attention", lambda: _attention_per_shape(s, P), P)
     fl_d, by_d = decode_attention(m_attn, S_eff, s.nq_loc, s.d, s.kv_loc, s.b_kv, s.mla, s.kr, s.rope)
     if plan["q_attn"] is not None:  # speculative verification: 1+K queries per sequence, one KV read
         fl_d = fl_d * plan["q_attn"]
     fl_p = n_pre * fl_prompt
-    by_p = n_pre * P * s.kv_loc * (s.b_kv + 2.0 * s.b_a)  # write new KV, read Q/K/V once
+    by_p = n_pre * P * s.kv_loc * cst["kv_rw"]  # write new KV, read Q/K/V once
     # the runtime's attention kernels reach `rt_attention` of the roofline's efficiency (fitted residual)
-    attn_c = (fl_d + fl_p) / (hw.peak_attn * hw.eta_c * s.rt_attention)
-    attn_m = (by_d + by_p) / (hw.hbm_bw * hw.eta_m * s.rt_attention)
+    attn_c = (fl_d + fl_p) / cst["attn_den_c"]
+    attn_m = (by_d + by_p) / cst["attn_den_m"]
     t_attn = np.maximum(attn_c, attn_m)
     # --- collectives
     # the collective model of explorer/costs/comm.py (NCCL's algorithms and protocols, fitted on the
@@ -170,16 +206,19 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
         out_bw=k_.scaleout_bw, out_step_s=k_.scaleout_latency_s, eta_n=k_.eta_network, kind="allreduce",
         protocols=protocols_of(k_), call_s=0.0, nvls_eta=k_.nvls_eta, nvls_latency_s=k_.nvls_latency_s,
         mesh=k_.scaleup_mesh), hw)
-    t_ar = np.where(t > 1, collective_from_terms(ar_bytes, ar_terms), 0.0)
+    # (collective_from_terms is 0 already where t <= 1, the groups of ar_terms being t: the mask
+    # np.where(t > 1, ., 0.0) put on it again changed nothing)
+    t_ar = collective_from_terms(ar_bytes, ar_terms)
     # the runtime's own peer-to-peer all-reduce kernels (one-shot / two-shot) where they beat NCCL:
     # groups of up to 8 GPUs inside one NVLink/xGMI domain (the world sizes vLLM's custom_all_reduce
     # takes; TensorRT-LLM's AUTO strategy picks its ONESHOT/TWOSHOT kernels there too)
-    if k_.peer_allreduce and s.rt_custom_ar.any():
-        custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain)
-        t_ar = np.where(custom, np.minimum(t_ar, custom_allreduce_s(ar_bytes, t, up_bw=k_.scaleup_bw,
-                                                                     eta_n=k_.eta_network)), t_ar)
-    is_moe = s.E > 0
-    if (is_moe & (s.e > 1)).any():
+    if cst["custom_any"]:
+        # (custom_allreduce_s before its t > 1 mask: every custom row has t > 1; np.where on a mask
+        # every row takes is np.minimum's values as they are)
+        t_cu = np.minimum(t_ar, custom_allreduce_from_terms(ar_bytes, cst["custom_terms"]))
+        t_ar = t_cu if cst["custom_all"] else np.where(cst["custom"], t_cu, t_ar)
+    is_moe = cst["is_moe"]
+    if cst["a2a"]:
         tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back
 
         def a2a(token_bytes):
@@ -200,23 +239,34 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
     wd, wm = s.wd, s.wm
     t_gemm = qkv.time_s + o.time_s + wd * (up.time_s + down.time_s) + wm * (sup.time_s + sdown.time_s)
     # permute (gather tokens by expert) and unpermute (weighted scatter-add, bf16): read + write each
-    t_perm = plan["slots_gpu"] * H * (2.0 * s.b_a + 2.0 * COMBINE_BYTES) / (hw.hbm_bw * hw.eta_m)
-    # each touched expert of the slowest GPU costs its grouped GEMMs (up, down) a fixed start-up
-    t_groups = np.where(s.E > 0, 2.0 * plan["touched"] * hw.moe_group, 0.0)
-    t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm + t_groups)
+    t_perm = plan["slots_gpu"] * H * cst["perm_bytes"] / cst["perm_den"]
+    if cst["any_moe"]:
+        # each touched expert of the slowest GPU costs its grouped GEMMs (up, down) a fixed start-up
+        t_groups = np.where(is_moe, 2.0 * plan["touched"] * hw.moe_group, 0.0)
+        t_moe = wm * (eup.time_s + edown.time_s + router.time_s + t_perm + t_groups)
+        moe_c = wm * (eup.compute_s + edown.compute_s + router.compute_s)
+        moe_m = wm * (eup.memory_s + edown.memory_s + router.memory_s + t_perm)
+    else:
+        # no MoE row: the expert and router GEMMs cost nothing (run_gemms' zeros: no tokens reach
+        # them) and t_groups is np.where's 0.0 everywhere, so the sums above are 0 + 0 + 0 + t_perm
+        # (+ 0): t_perm + 0.0 (x + 0.0 is x but for -0.0, as 0.0 + x is)
+        t_perm0 = t_perm + 0.0
+        t_moe = wm * t_perm0
+        moe_c = wm * eup.compute_s  # (0 + 0 + 0: the zeros)
+        moe_m = wm * t_perm0
     t_comm = 2.0 * t_ar + wm * t_a2a
     comp = {
         "gemm_c": qkv.compute_s + o.compute_s + wd * (up.compute_s + down.compute_s)
         + wm * (sup.compute_s + sdown.compute_s),
         "gemm_m": qkv.memory_s + o.memory_s + wd * (up.memory_s + down.memory_s)
         + wm * (sup.memory_s + sdown.memory_s),
-        "moe_c": wm * (eup.compute_s + edown.compute_s + router.compute_s),
-        "moe_m": wm * (eup.memory_s + edown.memory_s + router.memory_s + t_perm),
+        "moe_c": moe_c,
+        "moe_m": moe_m,
         "attn_c": attn_c, "attn_m": attn_m,
         "t_ar": t_ar,  # one tensor-parallel all-reduce of the step's M tokens (the MTP projection's)
     }
     per_layer = {"gemm": t_gemm, "attention": t_attn, "moe": t_moe, "comm": t_comm,
-                 "overhead": s.kernels_per_layer * hw.launch}
+                 "overhead": cst["overhead"]}
     return per_layer, g["lm"], comp, {"gemm": qkv, "o": o, "up": up, "down": down, "eup": eup, "edown": edown}
 
 
