@@ -251,15 +251,34 @@ def ep_alltoall_s(tokens, topk, token_bytes, n, *, domain, up_bw, out_bw, eta_n,
     """(time s, logical bytes, NVLink bytes, scale-out bytes) of one expert-parallel dispatch or
     combine per GPU: ``tokens`` tokens on this GPU, ``topk`` copies each of ``token_bytes``, spread
     uniformly over ``n`` GPUs (module docstring).  Arrays broadcast."""
+    terms = ep_alltoall_terms(n, domain=domain, rdma_only=rdma_only)
+    t, logical, nvl, rdma = ep_alltoall_from_terms(tokens, topk, token_bytes, terms, up_bw=up_bw, out_bw=out_bw,
+                                                   eta_n=eta_n, up_step_s=up_step_s, out_step_s=out_step_s,
+                                                   call_s=call_s)
+    return np.where(terms[0] > 1, t, 0.0), logical, nvl, rdma
+
+
+def ep_alltoall_terms(n, *, domain, rdma_only=False) -> tuple:
+    """The part of :func:`ep_alltoall_s` that depends on the group alone (``n``, its shares of
+    NVLink and scale-out copies): a caller costing many messages over the same groups computes it
+    once."""
     n = np.asarray(n, dtype=np.float64)
     D = np.maximum(np.minimum(n, np.asarray(domain, dtype=np.float64)), 1.0)
-    logical = np.asarray(tokens, dtype=np.float64) * topk * token_bytes
     nvl_share = np.where(rdma_only, 0.0, (D - 1.0) / n)
     out_share = np.where(rdma_only, (n - 1.0) / n, (n - D) / n)
+    return n, nvl_share, out_share
+
+
+def ep_alltoall_from_terms(tokens, topk, token_bytes, terms: tuple, *, up_bw, out_bw, eta_n, up_step_s=0.0,
+                           out_step_s=0.0, call_s=0.0):
+    """:func:`ep_alltoall_s` from its :func:`ep_alltoall_terms`, before the ``n > 1`` mask (groups of
+    one GPU get the formula's figures, not 0): the same operations in the same order."""
+    _, nvl_share, out_share = terms
+    logical = np.asarray(tokens, dtype=np.float64) * topk * token_bytes
     nvl, rdma = logical * nvl_share, logical * out_share
     lat = np.where(rdma > 0, out_step_s, up_step_s)
     t = call_s + lat + np.maximum(nvl / (up_bw * eta_n), rdma / (out_bw * eta_n))
-    return np.where(n > 1, t, 0.0), logical, nvl, rdma
+    return t, logical, nvl, rdma
 
 
 def p2p_s(nbytes, bw, alpha, eta_n) -> np.ndarray:

@@ -14,7 +14,8 @@ from explorer.costs.comm import (
     collective_terms,
     custom_allreduce_from_terms,
     custom_allreduce_terms,
-    ep_alltoall_s,
+    ep_alltoall_from_terms,
+    ep_alltoall_terms,
     protocols_of,
 )
 from explorer.costs.gemm import GemmCost
@@ -36,7 +37,8 @@ def blom_z(n: np.ndarray) -> np.ndarray:
     return np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
 
 
-def expected_max_load_factor(n: np.ndarray, slots: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
+def expected_max_load_factor(n: np.ndarray, slots: np.ndarray, z: np.ndarray | None = None,
+                             spread: np.ndarray | None = None, cap: np.ndarray | None = None) -> np.ndarray:
     """Expected maximum over ``n`` GPUs of the tokens routed to each, as a multiple of the mean,
     when ``slots`` token-expert assignments are spread uniformly (multinomial routing).
 
@@ -45,14 +47,15 @@ def expected_max_load_factor(n: np.ndarray, slots: np.ndarray, z: np.ndarray | N
     normals, ``Phi^-1((n - 0.375)/(n + 0.25))`` (1.43 for n = 8; exact 1.42).  Capped at ``n`` (all
     tokens on one GPU); 1 for ``n = 1``.  Ignores hot experts (real routers are not uniform: the
     named ``moe_imbalance`` factor takes that).  ``z``: :func:`blom_z` of ``n`` where the caller
-    already has it (the simulator computes it once per call, not once per pass).
+    already has it (the simulator computes it once per call, not once per pass); ``spread``,
+    ``cap``: ``max(n - 1, 0)`` and ``max(n, 1)``, likewise.
     """
     n = np.asarray(n, dtype=np.float64)
     slots = np.maximum(np.asarray(slots, dtype=np.float64), 1e-9)
     if z is None:
         z = blom_z(n)
-    cv = np.sqrt(np.maximum(n - 1.0, 0.0) / slots)  # sd / mean of one GPU's load
-    return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0))
+    cv = np.sqrt((np.maximum(n - 1.0, 0.0) if spread is None else spread) / slots)  # sd / mean of one GPU's load
+    return np.clip(1.0 + z * cv, 1.0, np.maximum(n, 1.0) if cap is None else cap)
 
 
 def _pad_whole(b: np.ndarray, step: np.ndarray, max_batch: np.ndarray, step_1: np.ndarray,
@@ -110,12 +113,14 @@ def plan_step(s: ShapeColumns, hw: HardwareColumns, m_dec, n_pre, P, moe_groups,
         z_e, miss = s.once("routing", lambda: (blom_z(s.e), np.clip(1.0 - s.k / np.maximum(s.E, 1.0), 0.0, 1.0)))
         # the slowest GPU sees its expected-maximum share of the routed tokens (uniform routing)
         slots = T_tot * s.k
-        load = np.where(s.e > 1, expected_max_load_factor(s.e, slots, z_e), 1.0) * s.imb
+        ep, spread, cap = s.once("load_terms", lambda: (s.e > 1, np.maximum(s.e - 1.0, 0.0), np.maximum(s.e, 1.0)))
+        load = np.where(ep, expected_max_load_factor(s.e, slots, z_e, spread, cap), 1.0) * s.imb
         T_gpu = T_tot * load  # tokens the slowest GPU's experts see, counted as if all its own
         touched = s.E_loc * (1.0 - np.power(miss, T_gpu))
         touched = np.where(is_moe, np.maximum(touched, 1e-9), 0.0)
-        m_e = np.where(is_moe, T_gpu * s.k / s.e / np.maximum(touched, 1e-9), 0.0)
-        slots_gpu = np.where(is_moe, T_gpu * s.k / s.e, 0.0)
+        per_gpu = T_gpu * s.k / s.e  # (once: m_e and slots_gpu both take it)
+        m_e = np.where(is_moe, per_gpu / np.maximum(touched, 1e-9), 0.0)
+        slots_gpu = np.where(is_moe, per_gpu, 0.0)
     else:
         touched = m_e = slots_gpu = np.zeros_like(T_tot)
     nk = s.gemm_nk  # the GEMMs' N and K: the shape's, computed once per call (ShapeColumns)
@@ -165,6 +170,7 @@ def _step_constants(s: ShapeColumns, hw: HardwareColumns) -> dict:
     custom = s.rt_custom_ar & (t > 1) & (t <= CUSTOM_ALLREDUCE_MAX_GPUS) & (t <= k_.scaleup_domain) \
         if k_.peer_allreduce and s.rt_custom_ar.any() else None
     is_moe = s.E > 0
+    a2a_rows = is_moe & (s.e > 1) & (s.dp > 1)
     return {
         "attn_den_c": hw.peak_attn * hw.eta_c * s.rt_attention, "attn_den_m": hw.hbm_bw * hw.eta_m * s.rt_attention,
         "kv_rw": s.b_kv + 2.0 * s.b_a, "perm_bytes": 2.0 * s.b_a + 2.0 * COMBINE_BYTES, "perm_den": hw.hbm_bw * hw.eta_m,
@@ -172,6 +178,9 @@ def _step_constants(s: ShapeColumns, hw: HardwareColumns) -> dict:
         "custom_all": custom is not None and bool(custom.all()),
         "custom_terms": custom_allreduce_terms(t, up_bw=k_.scaleup_bw, eta_n=k_.eta_network) if custom is not None else None,
         "is_moe": is_moe, "any_moe": bool(is_moe.any()), "a2a": bool((is_moe & (s.e > 1)).any()),
+        "a2a_rows": a2a_rows, "a2a_any": bool(a2a_rows.any()),
+        "a2a_terms": ep_alltoall_terms(s.e, domain=float(k_.scaleup_domain)),
+        "token_bytes": s.H * s.b_a, "combine_bytes": s.H * COMBINE_BYTES,
         "overhead": s.kernels_per_layer * hw.launch,
     }
 
@@ -218,20 +227,22 @@ def step_times(s: ShapeColumns, hw: HardwareColumns, plan: dict, g: dict[str, Ge
         t_cu = np.minimum(t_ar, custom_allreduce_from_terms(ar_bytes, cst["custom_terms"]))
         t_ar = t_cu if cst["custom_all"] else np.where(cst["custom"], t_cu, t_ar)
     is_moe = cst["is_moe"]
-    if cst["a2a"]:
+    if cst["a2a"] and cst["a2a_any"]:
         tok_origin = T_tot / (s.t * s.dp)  # tokens each GPU of the stage sends (dispatch) and receives back
 
-        def a2a(token_bytes):
-            return ep_alltoall_s(tok_origin, s.k, token_bytes, s.e, domain=float(k_.scaleup_domain),
-                                 up_bw=k_.scaleup_bw, out_bw=k_.scaleout_bw, eta_n=k_.eta_network,
-                                 up_step_s=k_.scaleup_latency_s, out_step_s=k_.scaleout_latency_s,
-                                 call_s=k_.collective_latency_s)[0]
+        def a2a(token_bytes):  # ep_alltoall_s before its e > 1 mask: the rows of t_a2a's mask have e > 1
+            return ep_alltoall_from_terms(tok_origin, s.k, token_bytes, cst["a2a_terms"],
+                                          up_bw=k_.scaleup_bw, out_bw=k_.scaleout_bw, eta_n=k_.eta_network,
+                                          up_step_s=k_.scaleup_latency_s, out_step_s=k_.scaleout_latency_s,
+                                          call_s=k_.collective_latency_s)[0]
 
         # dispatch + combine only when attention data parallelism splits the tokens (dp > 1): with
         # tp >= ep and dp = 1 every GPU of the group already holds every token after the attention
         # all-reduce, computes its own experts on them, and the MoE output is summed by the layer's
         # all-reduce (TensorRT-LLM/SGLang "TP attention + EP MoE") -- no all-to-all
-        t_a2a = np.where(is_moe & (s.e > 1) & (s.dp > 1), a2a(H * s.b_a) + a2a(H * COMBINE_BYTES), 0.0)
+        t_a2a = np.where(cst["a2a_rows"], a2a(cst["token_bytes"]) + a2a(cst["combine_bytes"]), 0.0)
+    elif cst["a2a"]:  # no row of the mask: np.where's 0.0 everywhere
+        t_a2a = np.zeros(np.broadcast_shapes(cst["a2a_rows"].shape, np.shape(T_tot)))
     else:
         t_a2a = np.zeros_like(T_tot)
     # --- per-layer sums (averaged over dense and MoE layers)
