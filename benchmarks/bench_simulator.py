@@ -286,12 +286,15 @@ def kernel_floor(label: str, design: dict, table) -> None:
     def counting(cols, eta_c, **kw):
         memo = kw.get("memo")
         prev = memo.get("cols") if memo else None
-        seen["all"] += cols.shape[1] * cols.shape[2]
-        if prev is not None and prev.shape == cols.shape:
-            seen["moved"] += int(((cols[:7] != prev[:7]).any(axis=0)).sum())
+        stacked = np.stack(cols)  # (the inputs may come as a sequence of 8 planes)
+        seen["all"] += stacked.shape[1] * stacked.shape[2]
+        if prev is not None and prev.shape == stacked.shape:
+            # (a static call's earlier inputs: M and the groups alone, the rest are the same)
+            planes = [0, 6] if kw.get("static") else list(range(7))
+            seen["moved"] += int(((stacked[planes] != prev[planes]).any(axis=0)).sum())
         else:
-            seen["moved"] += cols.shape[1] * cols.shape[2]
-        calls.append((cols.copy(), np.array(eta_c), {k: v for k, v in kw.items() if k != "memo"}))
+            seen["moved"] += stacked.shape[1] * stacked.shape[2]
+        calls.append((stacked, np.array(eta_c), {k: v for k, v in kw.items() if k not in ("memo", "keep")}))
         return real(cols, eta_c, **kw)
 
     hc.gemm_cost_stacked = counting

@@ -288,7 +288,7 @@ def use_fast_path(rows: int) -> bool:
 def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray, sms: np.ndarray,
                       tiles_m: list[float], tiles_n: list[float], max_split_k: np.ndarray, eta_m: np.ndarray,
                       launch_s: float, latency_s: float, epilogue_exposed: float,
-                      memo: dict | None = None, static: bool = False) -> np.ndarray:
+                      memo: dict | None = None, static: bool = False, keep: np.ndarray | None = None) -> np.ndarray:
     """The compiled :func:`gemm_cost` over stacked requests of one hardware kind: ``cols`` is
     ``(8, R, n)`` -- M N K b_a b_w b_out groups peak per request and point -- ``eta_c`` ``(R, n)``,
     the hardware columns ``(n,)`` and one tile list.  Returns ``(9, R, n)``: the planes of
@@ -299,14 +299,17 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     of the same inputs), so a memo's planes are valid until its next call.  ``static``: the caller
     vouches that only M and the groups (``cols[0]``, ``cols[6]``) can differ from the memo's call --
     the other planes and ``eta_c`` hold the same values -- so the compute rates are the memo's and
-    only those two planes are compared.  Call only when :func:`fast_path_available`."""
+    only those two planes are compared.  ``cols`` may also be a sequence of the 8 ``(R, n)`` planes, with
+    ``keep`` the ``(8, R, n)`` array the memo keeps as this call's inputs (default ``cols``): a later
+    static call reads its planes 0 and 6 (M, groups) alone, any other call all of them.  Call only
+    when :func:`fast_path_available`."""
     assert _KERNEL
     pairs = list(dict.fromkeys(zip(tiles_m, tiles_n, strict=True)))  # a repeated tile never wins (first of equals)
     tiles_m, tiles_n = [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
-    R, n = cols.shape[1], cols.shape[2]
+    R, n = cols[0].shape
     pow2 = all(x > 0 and math.frexp(x)[0] == 0.5 for x in tiles_m + tiles_n)
     prev = memo.get("cols") if memo is not None else None
-    reuse = prev is not None and prev.shape == cols.shape
+    reuse = prev is not None and prev.shape == (8, R, n)
     static = static and reuse
     if static:
         assert memo is not None
@@ -320,7 +323,8 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     if memo is not None and reuse:
         prev_cols, prev_rate_c, out = memo["cols"], memo["rate_c"], memo["planes"]
     else:
-        prev_cols, prev_rate_c, out = cols, rate_c, np.empty((9, R, n))
+        prev_cols = cols if keep is None else keep  # (not read: no earlier inputs to compare with)
+        prev_rate_c, out = rate_c, np.empty((9, R, n))
     rate_m = 1.0 / (np.broadcast_to(hbm_bw, (n,)) * eta_m)
     _KERNEL(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], rate_c,
             np.ascontiguousarray(np.broadcast_to(rate_m, (n,))), sms, max_split_k,
@@ -330,5 +334,5 @@ def gemm_cost_stacked(cols: np.ndarray, eta_c: np.ndarray, *, hbm_bw: np.ndarray
     if memo is not None:
         if reuse and not static:
             memo["spare_rate_c"] = prev_rate_c
-        memo["cols"], memo["rate_c"], memo["planes"] = cols, rate_c, out
+        memo["cols"], memo["rate_c"], memo["planes"] = cols if keep is None else keep, rate_c, out
     return out

@@ -48,8 +48,15 @@ class HardwareColumns:
 
     def __init__(self, table: HardwareTable, idx: np.ndarray, compute_fmt: np.ndarray, act_fmt_cap: np.ndarray):
         kinds = table.kinds
+        n = len(idx)
+        self.one_kind = bool(n) and bool((idx == idx[0]).all())  # one tile list: the compiled GEMMs
+        k0 = int(idx[0]) if n else 0
+        # rows ``idx`` of a per-kind array; one kind's rows (every call of simulate) are its row
+        # repeated -- the values, dtype and layout the gather gives, without gathering
+        rows = (lambda a: np.repeat(a[k0:k0 + 1], n, axis=0)) if self.one_kind else (lambda a: a[idx])
+
         def g(attr: str) -> np.ndarray:
-            return table.column(attr)[idx]
+            return rows(table.column(attr))
         self.hbm_bw = g("hbm_bw")
         self.hbm_bytes = g("hbm_bytes")
         self.sms = g("sms")
@@ -66,22 +73,25 @@ class HardwareColumns:
         self.eta_dequant = g("eta_dequant")
         self.moe_group = g("moe_group_s")
         self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
-        self.kind = kinds[int(idx[0])] if len(idx) else kinds[0]  # one kind per call (see simulate)
-        self.one_kind = bool(len(idx)) and bool((idx == idx[0]).all())  # one tile list: the compiled GEMMs
+        self.kind = kinds[k0]  # one kind per call (see simulate)
         self.per_seq = g("per_sequence_s")
         peaks = table.peak_matrix()  # [kinds, formats]
-        self.peak = peaks[idx, compute_fmt.astype(np.int64)]
-        self.peak_attn = peaks[idx, act_fmt_cap.astype(np.int64)]
-        self.bf16_peak = np.nanmax(peaks[:, :2], axis=1)[idx]
+        if self.one_kind:  # (peaks[idx, f] is the kind's row at f)
+            self.peak = peaks[k0][compute_fmt.astype(np.int64)]
+            self.peak_attn = peaks[k0][act_fmt_cap.astype(np.int64)]
+        else:
+            self.peak = peaks[idx, compute_fmt.astype(np.int64)]
+            self.peak_attn = peaks[idx, act_fmt_cap.astype(np.int64)]
+        self.bf16_peak = rows(np.nanmax(peaks[:, :2], axis=1))
         n_t = max(len(h.gemm_tiles) for h in kinds)
         tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
         tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
-        self.tiles_m, self.tiles_n = tm[idx], tn[idx]
+        self.tiles_m, self.tiles_n = rows(tm), rows(tn)
         # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
         small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
-        self.moe_tiles_m = np.concatenate([tm, small], axis=1)[idx]
-        self.moe_tiles_n = np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1)[idx]
-        self.support_mask = format_support_masks(kinds)[idx]
+        self.moe_tiles_m = rows(np.concatenate([tm, small], axis=1))
+        self.moe_tiles_n = rows(np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1))
+        self.support_mask = rows(format_support_masks(kinds))
         #: (call site, grouped) -> inputs and cost planes of the last run_gemms call from there
         self.memo: dict[tuple, dict] = {}
 
@@ -113,20 +123,26 @@ class HardwareColumns:
             slot = memo.setdefault((site, moe), {}) if memo is not None else None
             src = [[requests[i][j] for j in range(7)] + [self.peak if requests[i][7] is None else requests[i][7]]
                    for i in sel]
-            cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
-            held = slot.pop("spare_src", None) if slot is not None else None  # the sources that buffer holds
-            if cols is None or cols.shape != (8, len(sel), n):
-                cols, held = np.empty((8, len(sel), n)), None  # M N K b_a b_w b_out groups peak
-            for row in range(len(sel)):
-                for j in range(8):
-                    if held is None or not _same_source(held[row][j], src[row][j]):
-                        cols[j, row] = src[row][j]  # (else the buffer already holds this very column)
+            fast = self.one_kind and use_fast_path(n)  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
             # the previous call from the site had the same N K b_a b_w b_out peak -- the shape's and the
             # hardware's columns, which every closed-loop pass after the first passes again -- so only M
             # and the groups can have moved, and what depends on the others alone is kept
             prev_src = slot.get("src") if slot is not None else None
             static = prev_src is not None and len(prev_src) == len(src) and all(
                 _same_source(p[j], q[j]) for p, q in zip(prev_src, src, strict=True) for j in _STATIC_FIELDS)
+            cols: Any  # (8, R, n) inputs M N K b_a b_w b_out groups peak, or a sequence of those 8 planes
+            keep = None  # (the compiled path's memo: the buffer it keeps as this call's inputs)
+            if fast and slot is not None:
+                cols, keep = self._stack_alternating(slot, src, static, n)
+            else:
+                cols = slot.pop("spare", None) if slot is not None else None  # the buffer of two calls ago
+                held = slot.pop("spare_src", None) if slot is not None else None  # the sources that buffer holds
+                if cols is None or cols.shape != (8, len(sel), n):
+                    cols, held = np.empty((8, len(sel), n)), None  # M N K b_a b_w b_out groups peak
+                for row in range(len(sel)):
+                    for j in range(8):
+                        if held is None or not _same_source(held[row][j], src[row][j]):
+                            cols[j, row] = src[row][j]  # (else the buffer already holds this very column)
             # the grouped-GEMM factor slows expert *compute* only: expert weights stream from HBM at
             # the same achievable bandwidth as any other weight (it used to divide reads too, which
             # tripled the memory-bound expert time of small-batch MoE decode)
@@ -142,20 +158,57 @@ class HardwareColumns:
             tiles_m, tiles_n = (self.moe_tiles_m, self.moe_tiles_n) if moe else (self.tiles_m, self.tiles_n)
             spare = slot.get("cols") if slot is not None else None
             planes: Any  # (9, R, n) cost planes, or the kernel's per-field sequence of them
-            if self.one_kind and use_fast_path(n):  # the compiled kernel of the same formulas (explorer/costs/gemm.py)
+            if fast:
                 planes = gemm_cost_stacked(
                     cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=list(tiles_m[0]), tiles_n=list(tiles_n[0]),
                     max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.served_gemm_latency_s,
-                    epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot, static=static)
+                    epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot, static=static, keep=keep)
             else:
                 planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot, static)
             if slot is not None:  # the previous inputs (and their sources): the next call's buffer
-                if spare is not None:
+                if spare is not None and not fast:
                     slot["spare"], slot["spare_src"] = spare, prev_src
                 slot["src"], slot["eta_c"] = src, eta_c
             for row, i in enumerate(sel):
                 out[i] = GemmCost(*(plane[row] for plane in planes))
         return [o for o in out if o is not None]
+
+    @staticmethod
+    def _stack_alternating(slot: dict, src: list[list], static: bool, n: int) -> tuple[tuple, np.ndarray]:
+        """The compiled kernel's inputs for run_gemms' call from a site (``slot``: its memo): the 8
+        planes of ``src`` and the ``(8, R, n)`` buffer the kernel's memo keeps as this call's inputs.
+
+        A call whose N K b_a b_w b_out peak are the previous call's (``static``) writes only its M and
+        groups, into the buffer that does not hold the previous call's (which the kernel compares them
+        with): ``home`` (filled whole by the site's last other call) and ``alt`` by turns, the other
+        planes read from ``home`` -- the very values a full restack wrote there, without restacking
+        them (a plane row whose source is the one the buffer already holds is not rewritten either).
+        ``alt``'s other planes are never filled, so the memo keeps it only for a static call: any
+        other starts from a fresh ``home``, filled whole, and costs every element (no earlier inputs
+        to compare with -- the kernel's figures are those of a recomputation anyway)."""
+        R = len(src)
+        home = slot.get("home")
+        if not static or home is None or home.shape != (8, R, n) or slot.get("cols") is None:
+            home = np.empty((8, R, n))  # M N K b_a b_w b_out groups peak
+            for row in range(R):
+                for j in range(8):
+                    home[j, row] = src[row][j]
+            slot.pop("cols", None)  # (no full inputs of an earlier call: every element costed)
+            slot.pop("alt", None)
+            slot["home"], slot["home_mg"] = home, [(q[0], q[6]) for q in src]
+            return tuple(home), home
+        into = "alt" if slot["cols"] is home else "home"  # the buffer not holding the previous M, groups
+        target = slot.get(into)
+        held = slot.get(into + "_mg")
+        if target is None:
+            target, held = np.empty((8, R, n)), None  # (planes 1-5 and 7 unused: home's are read)
+            slot[into] = target
+        for row in range(R):
+            for j in (0, 6):
+                if held is None or not _same_source(held[row][j // 6], src[row][j]):
+                    target[j, row] = src[row][j]
+        slot[into + "_mg"] = [(q[0], q[6]) for q in src]
+        return (target[0], home[1], home[2], home[3], home[4], home[5], target[6], home[7]), target
 
     def _gemms_numpy(self, cols: np.ndarray, eta_c: np.ndarray, tiles_m: np.ndarray, tiles_n: np.ndarray,
                      slot: dict | None, static: bool = False) -> Sequence[np.ndarray]:
