@@ -48,38 +48,75 @@ from __future__ import annotations
 import numpy as np
 
 
-def _tails(timeout_iters, dp, arrivals_per_step) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _tails(timeout_iters, dp, arrivals_per_step, fixed: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lam, P_1, sum_{j=1..dp} P_j, sum_{k=1..dp-1} k P_{k+1}) of the module docstring, with
     ``P_j = P(Poisson(lam T) >= j)``: ``P_1 = 1 - e^-mu`` (expm1, exact for small ``mu``), then
-    ``P_{j+1} = P_j - e^-mu mu^j / j!`` -- a few multiply-adds per rank, not an incomplete gamma."""
-    T = np.maximum(np.asarray(timeout_iters, dtype=np.float64), 0.0)
-    d = np.maximum(np.round(np.asarray(dp, dtype=np.float64)), 1.0)
+    ``P_{j+1} = P_j - e^-mu mu^j / j!`` -- a few multiply-adds per rank, not an incomplete gamma.
+    ``fixed``: :func:`_tail_terms` of ``timeout_iters`` and ``dp`` where the caller has them."""
+    T, d, zero_d, ranks = _tail_terms(timeout_iters, dp) if fixed is None else fixed
     lam = d * np.maximum(np.asarray(arrivals_per_step, dtype=np.float64), 0.0)
     mu = lam * T
-    pj = -np.expm1(-mu)  # P_1
+    p1 = -np.expm1(-mu)  # P_1 (returned as it is: the loop below rebinds pj, it never writes into it)
+    pj = p1
     pmf = mu * np.exp(-mu)  # P(N = 1)
-    den, num = pj + 0.0 * d, 0.0 * pj * d
-    for j in range(2, int(np.max(d)) + 1 if np.size(d) else 2):  # P_j for j = 2 .. max dp
+    den, num = pj + zero_d, 0.0 * pj * d
+    for j, on in ranks:  # P_j for j = 2 .. max dp
         pj = np.maximum(pj - pmf, 0.0)
         pmf = pmf * mu / j
+        if on is None:  # every row has j <= dp: np.where(on, x, 0.0) is x as it is
+            den, num = den + pj, num + (j - 1) * pj
+        else:
+            den, num = den + np.where(on, pj, 0.0), num + np.where(on, (j - 1) * pj, 0.0)
+    return lam, p1, den, num
+
+
+def _tail_terms(timeout_iters, dp) -> tuple:
+    """:func:`_tails`' figures of the timeout and ``dp`` alone: ``max(T, 0)``, ``max(round(dp), 1)``,
+    ``0.0 * dp`` and, per rank ``j = 2 .. max dp``, the mask ``j <= dp`` (None where every row has it)."""
+    T = np.maximum(np.asarray(timeout_iters, dtype=np.float64), 0.0)
+    d = np.maximum(np.round(np.asarray(dp, dtype=np.float64)), 1.0)
+    ranks = []
+    for j in range(2, int(np.max(d)) + 1 if np.size(d) else 2):
         on = j <= d
-        den, num = den + np.where(on, pj, 0.0), num + np.where(on, (j - 1) * pj, 0.0)
-    return lam, -np.expm1(-mu), den, num
+        ranks.append((j, None if np.shape(on) == np.shape(d) and on.all() else on))
+    return T, d, 0.0 * d, ranks
 
 
-def hold(timeout_iters, dp, arrivals_per_step) -> tuple[np.ndarray, np.ndarray]:
+def balancing_rows(timeout_iters, dp) -> tuple:
+    """:func:`hold`'s figures of ``timeout_iters`` and ``dp`` alone, for a caller that holds many
+    arrival rates over the same rows (the closed-loop passes take them once): the broadcast shape,
+    the flat positions of the rows that balance (``timeout_iters > 0`` and ``dp > 1``; None where
+    none does), their timeouts, ``max(dp, 1)``, the timeouts' half and :func:`_tail_terms` of them.
+    Positions, not the boolean mask: ``np.take(x, at)`` is ``x[on]`` (the same elements, in the same
+    order) and ``y.ravel()[at] = v`` is ``y[on] = v``, at a fifth of a mask's cost."""
+    T, d = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (timeout_iters, dp)))
+    on = (T > 0) & (d > 1)
+    if not on.any():
+        return T.shape, None, None, None, None, None
+    at = np.flatnonzero(on)
+    t, dd = np.take(T, at), np.maximum(np.take(d, at), 1.0)
+    return T.shape, at, t, dd, 0.5 * t, _tail_terms(t, dd)
+
+
+def hold(timeout_iters, dp, arrivals_per_step, rows: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(mean decode steps a new prompt is held, bound on the straggler factor) -- the module
     docstring's ``W`` and ``dp P_1 / sum_j P_j``, computed once, on the rows that balance
     (``timeout_iters > 0`` and ``dp > 1``) only: elsewhere ``(0, inf)`` (no hold, independent
-    ranks).  ``arrivals_per_step``: prompts per decode step on one rank.  Arrays broadcast."""
-    T, d, r = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (timeout_iters, dp, arrivals_per_step)))
-    wait, bound = np.zeros(T.shape), np.full(T.shape, np.inf)
-    on = (T > 0) & (d > 1)
-    if on.any():
-        t, dd = T[on], np.maximum(d[on], 1.0)
-        lam, p1, den, num = _tails(t, dd, r[on])
-        wait[on] = np.where(den > 0, num / np.maximum(lam * den, 1e-300), 0.5 * t)  # no arrivals: the T/2 limit
-        bound[on] = np.clip(np.where(den > 0, dd * p1 / np.maximum(den, 1e-300), dd), 1.0, dd)
+    ranks).  ``arrivals_per_step``: prompts per decode step on one rank.  Arrays broadcast.
+    ``rows``: :func:`balancing_rows` of ``timeout_iters`` and ``dp`` where the caller has them (used
+    where the arrivals have their shape: the same figures, the same operations on them)."""
+    if rows is not None and np.shape(arrivals_per_step) == rows[0]:
+        r = np.asarray(arrivals_per_step, dtype=np.float64)
+    else:
+        T, d, r = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (timeout_iters, dp, arrivals_per_step)))
+        rows = balancing_rows(T, d)
+    shape, at, t, dd, half_t, fixed = rows
+    wait, bound = np.zeros(shape), np.full(shape, np.inf)
+    if at is not None:
+        lam, p1, den, num = _tails(t, dd, np.take(r, at), fixed)
+        some = den > 0  # (one mask for both figures: the same comparison)
+        wait.ravel()[at] = np.where(some, num / np.maximum(lam * den, 1e-300), half_t)  # no arrivals: the T/2 limit
+        bound.ravel()[at] = np.clip(np.where(some, dd * p1 / np.maximum(den, 1e-300), dd), 1.0, dd)
     return wait, bound
 
 

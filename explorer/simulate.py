@@ -423,24 +423,35 @@ def _chunked(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, n:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _pick(v, sel: np.ndarray):
-    """Rows ``sel`` of a design column; a broadcast constant (build_design's scalars) stays a view."""
+def _pick(v, sel: np.ndarray, back: np.ndarray):
+    """Rows ``sel`` of a design column; a broadcast constant (build_design's scalars) stays a view.
+    ``back``: the inverse of ``sel`` (a permutation).  A 1-D column is scattered, ``out[back] = v``,
+    not gathered: the same elements (``out[j] = v[sel[j]]``) in a fresh array of ``v``'s dtype, with
+    the column read in its order and written in one run per hardware kind, where ``np.take`` reads
+    each kind's rows across the whole column (23 ms against 18 for the random mix's 100,000 rows x
+    76 columns)."""
     if not np.ndim(v):
         return v
     a = np.asarray(v)
     if a.ndim == 1 and a.strides[0] == 0 and len(a):
         return np.broadcast_to(a[:1], (len(sel),))
+    if a.ndim == 1 and len(a) == len(back):
+        out = np.empty(len(a), dtype=a.dtype)
+        out[back] = a
+        return out
     return np.take(a, sel, axis=0)
 
 
 def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool, idx: np.ndarray):
-    """Score a table of several hardware kinds one kind at a time.  Every column is gathered once
-    into hardware order (each kind's rows are then a contiguous slice: one pass over a column instead
+    """Score a table of several hardware kinds one kind at a time.  Every column is put once into
+    hardware order (each kind's rows are then a contiguous slice: one pass over a column instead
     of one per kind) and the results are put back into the table's order once."""
     n = idx.size
     order = np.argsort(idx, kind="stable")
     bounds = [0, *(np.flatnonzero(np.diff(idx[order])) + 1).tolist(), n]
-    ordered = {k: _pick(v, order) for k, v in c.items()}
+    back = np.empty(n, dtype=np.int64)
+    back[order] = np.arange(n)
+    ordered = {k: _pick(v, order, back) for k, v in c.items()}
     sorted_out: dict[str, np.ndarray] = {}
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         part = simulate({k: (v[a:b] if np.ndim(v) else v) for k, v in ordered.items()}, table, detail)
@@ -448,8 +459,6 @@ def _by_hardware(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool
             if k not in sorted_out:
                 sorted_out[k] = np.empty(n, dtype=v.dtype)
             sorted_out[k][a:b] = v
-    back = np.empty(n, dtype=np.int64)
-    back[order] = np.arange(n)
     return {k: np.take(v, back) for k, v in sorted_out.items()}
 
 

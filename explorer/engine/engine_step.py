@@ -52,8 +52,11 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
         f_chunk = None if f_chunk is None else np.minimum(f_chunk * s.spec_tokens, 1.0)
     arrivals = n_pf  # prompts arriving per step, before the one-prompt floor of a chunk
     # attention-DP balance (explorer/adp_balance.py): the hold before a prompt and the bound it puts on stragglers
-    adp_on = bool(((s.rt_adp_iters > 0) & (s.dp > 1)).any())
-    adp_wait, adp_bound = adp_balance.hold(s.rt_adp_iters, s.dp, arrivals) if adp_on else (0.0, np.inf)
+    # (the balancing rows and their figures of the shape alone: once per call; none balance where no
+    # row has rt_adp_iters > 0 and dp > 1)
+    adp_rows = s.once("adp_rows", lambda: adp_balance.balancing_rows(s.rt_adp_iters, s.dp))
+    adp_on = adp_rows[1] is not None
+    adp_wait, adp_bound = adp_balance.hold(s.rt_adp_iters, s.dp, arrivals, adp_rows) if adp_on else (0.0, np.inf)
     # the shape's figures every pass used again (the same values, computed once per call) and
     # whether every row, or none, runs mixed steps / a pipeline (np.where on a mask every row takes,
     # or none does, gives one branch's values as they are: the other is not computed)
