@@ -254,23 +254,25 @@ def embedding_params(c: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return emb, np.where(_g(c, "tied") > 0, 0.0, emb)
 
 
-def param_counts(c: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def param_counts(c: Mapping[str, Any], attn_per_layer: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Parameter counts of shapes given as columns.
 
     Returns ``total``, ``active`` (every weight one token multiplies with, both embedding tables
     included), ``expert`` (routed experts, all of them), ``dense`` (total minus routed experts), and
     ``layer_dense`` (per-layer non-expert weights summed over layers: what every decode step reads).
+    ``attn_per_layer``: :func:`attention_params_per_layer` of ``c`` where the caller has it.
     """
     H, L = _g(c, "hidden"), _g(c, "layers")
     n_moe = moe_layer_count(c)
     n_dense = L - n_moe
-    attn = attention_params_per_layer(c) * L
+    attn = (attention_params_per_layer(c) if attn_per_layer is None else attn_per_layer) * L
     norms = 2 * H * L + H
     dense_mlp = n_dense * mlp_matrices(c) * H * _g(c, "ffn")
     router = n_moe * H * _g(c, "experts")
     shared = n_moe * shared_expert_params(c)
-    routed_all = n_moe * _g(c, "experts") * expert_params(c)
-    routed_active = n_moe * _g(c, "experts_per_token") * expert_params(c)
+    expert = expert_params(c)  # (one expert's weights: the same figure for both counts)
+    routed_all = n_moe * _g(c, "experts") * expert
+    routed_active = n_moe * _g(c, "experts_per_token") * expert
     emb_in, emb_out = embedding_params(c)
     layer_dense = attn + norms + dense_mlp + router + shared
     total = layer_dense + routed_all + emb_in + emb_out

@@ -107,19 +107,45 @@ DISAGG_COLUMNS = ("prefill_replicas", "decode_replicas", "prefill_gpus_per_repli
 MAX_BATCH_GRID = np.unique(np.round(2.0 ** (np.arange(0, 57) / 4.0))).astype(np.int64)
 
 
-def _indivisible(a, b) -> np.ndarray:
+def _indivisible(a, b, whole: dict | None = None) -> np.ndarray:
     """``np.mod(a, b) != 0`` element-wise.  Where every ``a`` and ``b`` is a whole number (int64's
     range) and every ``b`` is positive, taken in int64: float ``mod`` of whole numbers is exact, so
     the mask is the same, and the integer remainder costs a fifth of numpy's float ``mod`` (~15 ns an
     element, the costliest op of a sweep's chunk); anything else (fractions, zeros, NaN) takes
-    ``np.mod`` itself."""
+    ``np.mod`` itself.  ``whole``: a dict the caller keeps over several calls, so that a column
+    taken again (``tp`` by four checks) is cast and tested once (see :func:`_as_whole`)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype.kind == "f" and b.dtype.kind == "f" and a.size > 64:
-        with np.errstate(invalid="ignore"):  # NaN / inf / out of range: not equal after the cast, so np.mod
-            ai, bi = a.astype(np.int64), b.astype(np.int64)
-        if (ai == a).all() and (bi == b).all() and (bi > 0).all():
+        ai = _as_whole(a, whole)
+        bi = _as_whole(b, whole) if ai is not None else None
+        if ai is not None and bi is not None and _positive(b, bi, whole):
             return np.mod(ai, bi) != 0
     return np.mod(a, b) != 0
+
+
+def _as_whole(x: np.ndarray, whole: dict | None) -> np.ndarray | None:
+    """``x`` cast to int64 where that keeps every value (``(xi == x).all()``), else None; kept in
+    ``whole`` by the array's id (with the array: no other takes its id while the dict lives)."""
+    got = whole.get(id(x)) if whole is not None else None
+    if got is not None:
+        return got[1]
+    with np.errstate(invalid="ignore"):  # NaN / inf / out of range: not equal after the cast, so np.mod
+        xi = x.astype(np.int64)
+    got = (x, xi if (xi == x).all() else None, None)
+    if whole is not None:
+        whole[id(x)] = got
+    return got[1]
+
+
+def _positive(x: np.ndarray, xi: np.ndarray, whole: dict | None) -> bool:
+    """``(xi > 0).all()`` for :func:`_as_whole`'s ``xi`` of ``x``, kept beside it in ``whole``."""
+    got = whole.get(id(x)) if whole is not None else None
+    if got is not None and got[2] is not None:
+        return got[2]
+    pos = bool((xi > 0).all())
+    if whole is not None:
+        whole[id(x)] = (x, xi, pos)
+    return pos
 
 
 def structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support_mask) -> list[tuple[int, np.ndarray]]:
@@ -129,11 +155,12 @@ def structural_checks(F, t, E, e, dp, p, L, nq, nkv, mla, fmt_mask, support_mask
     than layers; 2 query / KV heads not splitting over ``tp`` (MLA's latent KV needs no split); 1 a
     tensor format the hardware lacks.  The one definition: :func:`simulate` and the grid's screen
     (``explorer.space``, before any simulation) both apply it."""
+    whole: dict = {}  # (each column's int64 cast and its tests once: see _indivisible)
     return [
-        (5, _indivisible(F, t)),
-        (4, (E == 0) & (e > 1) | (E > 0) & (_indivisible(E, e) | _indivisible(t * dp, e))),
+        (5, _indivisible(F, t, whole)),
+        (4, (E == 0) & (e > 1) | (E > 0) & (_indivisible(E, e, whole) | _indivisible(t * dp, e, whole))),
         (3, p > L),
-        (2, _indivisible(nq, t) | (~mla & _indivisible(nkv, t) & _indivisible(t, nkv))),
+        (2, _indivisible(nq, t, whole) | (~mla & _indivisible(nkv, t, whole) & _indivisible(t, nkv, whole))),
         (1, (fmt_mask & ~support_mask) != 0),
     ]
 

@@ -86,14 +86,37 @@ class HardwareColumns:
         n_t = max(len(h.gemm_tiles) for h in kinds)
         tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
         tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
-        self.tiles_m, self.tiles_n = rows(tm), rows(tn)
         # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
         small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
-        self.moe_tiles_m = rows(np.concatenate([tm, small], axis=1))
-        self.moe_tiles_n = rows(np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1))
+        #: per kind (rows of ``kinds``), the tile lists of the plain (False) and the grouped expert
+        #: GEMMs (True), as ``(tiles_m, tiles_n)``: :meth:`tiles` takes the points' rows of them
+        self._kind_tiles = {False: (tm, tn), True: (np.concatenate([tm, small], axis=1),
+                                                    np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1))}
+        self._rows, self._k0 = rows, k0
+        self._tiles: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
         self.support_mask = rows(format_support_masks(kinds))
         #: (call site, grouped) -> inputs and cost planes of the last run_gemms call from there
         self.memo: dict[tuple, dict] = {}
+
+    def tiles(self, moe: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(tiles_m, tiles_n)``, ``(points, tile shapes)``: each point's kind's tile list (``moe``:
+        the grouped expert GEMMs'), taken on first use -- numpy's gemm_cost needs them; the compiled
+        kernel takes the one kind's list alone (:meth:`kind_tile_list`), so a call that runs it never
+        fills these (two (points x tiles) arrays of the same row each)."""
+        if moe not in self._tiles:
+            self._tiles[moe] = (self._rows(self._kind_tiles[moe][0]), self._rows(self._kind_tiles[moe][1]))
+        return self._tiles[moe]
+
+    tiles_m = property(lambda self: self.tiles(False)[0])
+    tiles_n = property(lambda self: self.tiles(False)[1])
+    moe_tiles_m = property(lambda self: self.tiles(True)[0])
+    moe_tiles_n = property(lambda self: self.tiles(True)[1])
+
+    def kind_tile_list(self, moe: bool) -> tuple[list, list]:
+        """The one kind's tile list (``moe``: the grouped expert GEMMs'), as ``list(tiles_m[0])``,
+        ``list(tiles_n[0])`` give it (the same numbers: row 0 of :meth:`tiles` is the kind's row)."""
+        tm, tn = self._kind_tiles[moe]
+        return list(tm[self._k0]), list(tn[self._k0])
 
     def run_gemms(self, requests: list[tuple], site: str | None = None) -> list[GemmCost]:
         """Cost many GEMMs in one vectorized call: each request is
@@ -155,16 +178,16 @@ class HardwareColumns:
                 deq = np.where(self.w_only & (cols[4] != EMBED_BYTES), self.eta_dequant, 1.0) \
                     if self.w_only.any() else 1.0
                 eta_c = np.broadcast_to(self.eta_c * (self.eta_moe if moe else 1.0) * deq, (len(sel), n))
-            tiles_m, tiles_n = (self.moe_tiles_m, self.moe_tiles_n) if moe else (self.tiles_m, self.tiles_n)
             spare = slot.get("cols") if slot is not None else None
             planes: Any  # (9, R, n) cost planes, or the kernel's per-field sequence of them
             if fast:
+                kind_m, kind_n = self.kind_tile_list(moe)
                 planes = gemm_cost_stacked(
-                    cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=list(tiles_m[0]), tiles_n=list(tiles_n[0]),
+                    cols, eta_c, hbm_bw=self.hbm_bw, sms=self.sms, tiles_m=kind_m, tiles_n=kind_n,
                     max_split_k=self.max_split_k, eta_m=self.eta_m, launch_s=0.0, latency_s=self.kind.served_gemm_latency_s,
                     epilogue_exposed=self.kind.gemm_epilogue_exposed, memo=slot, static=static, keep=keep)
             else:
-                planes = self._gemms_numpy(cols, eta_c, tiles_m, tiles_n, slot, static)
+                planes = self._gemms_numpy(cols, eta_c, *self.tiles(moe), slot, static)
             if slot is not None:  # the previous inputs (and their sources): the next call's buffer
                 if spare is not None and not fast:
                     slot["spare"], slot["spare_src"] = spare, prev_src

@@ -79,7 +79,8 @@ class ShapeColumns:
         self.rt_latency = np.where(self.E > 0,
                                    float_column(c, "rt_latency_moe") if "rt_latency_moe" in c else one,
                                    float_column(c, "rt_latency_dense") if "rt_latency_dense" in c else one)
-        self.counts = param_counts(c)
+        attn_params = attention_params_per_layer(c)  # (param_counts' per-layer attention weights too)
+        self.counts = param_counts(c, attn_params)
         self.n_moe = np.where(self.E > 0, self.L - float_column(c, "dense_layers"), 0.0)
         self.n_dense = self.L - self.n_moe
         # kernels one layer launches (averaged over dense and MoE layers): the qkv and o
@@ -101,7 +102,6 @@ class ShapeColumns:
         self.nq_loc = self.nq / self.t
         kv_heads_loc = np.ceil(self.nkv / self.t)
         self.kv_loc = np.where(self.mla, kv_elements_per_token_layer(c), 2.0 * self.d * kv_heads_loc)
-        attn_params = attention_params_per_layer(c)
         o_params = self.nq * self.d * self.H
         gqa_in = (self.nq_loc + 2.0 * kv_heads_loc) * self.d
         self.n_in = np.where(self.mla, (attn_params - o_params) / self.H / self.t, gqa_in)
