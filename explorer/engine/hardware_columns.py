@@ -30,6 +30,56 @@ def format_support_masks(kinds: Sequence) -> np.ndarray:
 
 
 
+class _KindFigures:
+    """A hardware table's per-kind arrays that HardwareColumns gathers rows of: the table's columns,
+    its peak matrix, the tile lists and the format masks -- functions of the table alone (its kinds
+    are frozen), built once per table instead of once per simulate call (the random mix scores 17
+    kinds one at a time: each call rebuilt every kind's).  The arrays are read-only: HardwareColumns
+    only gathers from them (fresh arrays, the values the per-call build gave)."""
+
+    def __init__(self, table: HardwareTable):
+        kinds = table.kinds
+        self.table = table  # (kept: the cache's key is its id)
+        self._columns: dict[str, np.ndarray] = {}
+        self.peaks = _frozen(table.peak_matrix())  # [kinds, formats]
+        self.bf16_peak = _frozen(np.nanmax(self.peaks[:, :2], axis=1))
+        n_t = max(len(h.gemm_tiles) for h in kinds)
+        tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
+        tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
+        # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
+        small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
+        self.kind_tiles = {False: (_frozen(tm), _frozen(tn)),
+                           True: (_frozen(np.concatenate([tm, small], axis=1)),
+                                  _frozen(np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1)))}
+        self.support_masks = _frozen(format_support_masks(kinds))
+
+    def column(self, attr: str) -> np.ndarray:
+        if attr not in self._columns:
+            self._columns[attr] = _frozen(self.table.column(attr))
+        return self._columns[attr]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+#: id(table) -> its _KindFigures (a few tables at most: the oldest is dropped past _KIND_CACHE_SIZE)
+_KIND_CACHE: dict[int, _KindFigures] = {}
+_KIND_CACHE_SIZE = 8
+
+
+def kind_figures(table: HardwareTable) -> _KindFigures:
+    """The table's :class:`_KindFigures` (the entry holds the table: its id is not reused meanwhile)."""
+    got = _KIND_CACHE.get(id(table))
+    if got is None or got.table is not table:
+        got = _KindFigures(table)
+        if len(_KIND_CACHE) >= _KIND_CACHE_SIZE:
+            del _KIND_CACHE[next(iter(_KIND_CACHE))]
+        _KIND_CACHE[id(table)] = got
+    return got
+
+
 #: The fields of a GEMM request that come from the shape and hardware columns (N K b_a b_w b_out peak):
 #: the same objects in every closed-loop pass; M and the expert groups move.
 _STATIC_FIELDS = (1, 2, 3, 4, 5, 7)
@@ -55,8 +105,10 @@ class HardwareColumns:
         # repeated -- the values, dtype and layout the gather gives, without gathering
         rows = (lambda a: np.repeat(a[k0:k0 + 1], n, axis=0)) if self.one_kind else (lambda a: a[idx])
 
+        fig = kind_figures(table)
+
         def g(attr: str) -> np.ndarray:
-            return rows(table.column(attr))
+            return rows(fig.column(attr))
         self.hbm_bw = g("hbm_bw")
         self.hbm_bytes = g("hbm_bytes")
         self.sms = g("sms")
@@ -75,26 +127,20 @@ class HardwareColumns:
         self.w_only = np.zeros(len(idx), dtype=bool)  # set by simulate() from the design
         self.kind = kinds[k0]  # one kind per call (see simulate)
         self.per_seq = g("per_sequence_s")
-        peaks = table.peak_matrix()  # [kinds, formats]
+        peaks = fig.peaks  # [kinds, formats]
         if self.one_kind:  # (peaks[idx, f] is the kind's row at f)
             self.peak = peaks[k0][compute_fmt.astype(np.int64)]
             self.peak_attn = peaks[k0][act_fmt_cap.astype(np.int64)]
         else:
             self.peak = peaks[idx, compute_fmt.astype(np.int64)]
             self.peak_attn = peaks[idx, act_fmt_cap.astype(np.int64)]
-        self.bf16_peak = rows(np.nanmax(peaks[:, :2], axis=1))
-        n_t = max(len(h.gemm_tiles) for h in kinds)
-        tm = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][0] for j in range(n_t)] for h in kinds], float)
-        tn = np.array([[h.gemm_tiles[min(j, len(h.gemm_tiles) - 1)][1] for j in range(n_t)] for h in kinds], float)
-        # grouped expert GEMMs may also take token tiles of MOE_SMALL_TILE_M rows (small groups)
-        small = np.full((len(kinds), 1), MOE_SMALL_TILE_M)
+        self.bf16_peak = rows(fig.bf16_peak)
         #: per kind (rows of ``kinds``), the tile lists of the plain (False) and the grouped expert
         #: GEMMs (True), as ``(tiles_m, tiles_n)``: :meth:`tiles` takes the points' rows of them
-        self._kind_tiles = {False: (tm, tn), True: (np.concatenate([tm, small], axis=1),
-                                                    np.concatenate([tn, tn.min(axis=1, keepdims=True)], axis=1))}
+        self._kind_tiles = fig.kind_tiles
         self._rows, self._k0 = rows, k0
         self._tiles: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
-        self.support_mask = rows(format_support_masks(kinds))
+        self.support_mask = rows(fig.support_masks)
         #: (call site, grouped) -> inputs and cost planes of the last run_gemms call from there
         self.memo: dict[tuple, dict] = {}
 
