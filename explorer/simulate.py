@@ -295,6 +295,7 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
     lam = s.rate / groups  # arrivals per engine
     passes = FIXED_POINT_ITERATIONS + (OPEN_LOOP_EXTRA_ITERATIONS if any_open else 0)
     b_cap_floor = np.maximum(b_cap, 1e-9)  # (every pass's, the same values: taken once)
+    prefill_only = bool((s.osl <= 1).any())  # rows without decode steps (see n_pf below)
     if any_open:  # open rows climb from a lone request; secant steps on b = F(b) (F nearly linear)
         b_step = np.where(is_open, 1.0, b_step)
         n_pf = np.where(is_open, 1.0, n_pf)
@@ -320,8 +321,14 @@ def simulate(c: Mapping[str, np.ndarray], table: HardwareTable, detail: bool = T
             b_step = np.maximum(np.minimum(np.where(is_open, b_next, f_now), np.maximum(b_cap, 1.0) + 1.0), 1e-9)
         else:
             b_step = np.maximum(op["step_batch"], 1e-9)
-        # prompts arriving per output-token time (engine_steps turns it into per step: max(1, .) there)
-        n_pf = op["request_rate"] * op["tpot_s"]
+        # prompts arriving per output-token time (engine_steps turns it into per step: max(1, .) there);
+        # a row without decode steps (OSL <= 1, prefill only) has no output-token time -- its closed
+        # loop reports the idle decode step T_dec as "tpot" -- and its steps are the prompt steps,
+        # T_full long: counted per T_dec, the mixed steps' prompt-rate cap Q/ISL/T_full shrank by
+        # T_dec/T_full every pass and the rate depended on the pass count (2x HBM bandwidth read 3 %
+        # *lower* throughput on a gh200 row, tests/test_invariants.py)
+        step_s = np.where(s.osl > 1, op["tpot_s"], eng["T_full"]) if prefill_only else op["tpot_s"]
+        n_pf = op["request_rate"] * step_s
         f_chunk = np.clip(n_pf * s.isl / eng["Q"], 0.0, 1.0)  # (n_pf: the same product)
         if any_open and FIXED_POINT_ITERATIONS - 1 <= i < passes - 1:
             # closed rows have had their passes: the open rows' extra ones recost them at the same

@@ -18,7 +18,14 @@ own all-reduce kernels, explorer/costs/comm.py ``custom_allreduce_s``) and the P
 ``b_cap``; before, a zero cap gave TTFTs of 1e14 ms and $1e10 per million tokens) -- checked first
 that only infeasible rows moved (475 of 20,000 random, 81 of 3,000 runtime, 30 of 1,500 open-loop,
 40 of 1,500 speculative, 315 of 600 MTP rows; no feasible row).  Regenerated on purpose 2026-12-06: an MLA layer launches 3 more
-kernels (explorer/engine/constants.py ``MLA_EXTRA_KERNELS``), which moves every row with MLA shapes."""
+kernels (explorer/engine/constants.py ``MLA_EXTRA_KERNELS``), which moves every row with MLA shapes.  Regenerated on purpose 2026-12-07 (sixth session): a prefill-only row (OSL <= 1) counts the prompts
+arriving per step over its prompt step ``T_full``, not the idle decode step its closed loop reports
+as TPOT (explorer/simulate.py ``n_pf``; before, the mixed steps' prompt-rate cap shrank every pass and
+2x HBM bandwidth read 3 % lower throughput) -- checked first that only rows with OSL <= 1 moved (3 of
+20,000 random rows, +3 % to +38 % tokens/s/GPU; 2 of 1,500 open-loop rows, TTFT 1e-4 on the feasible
+one; none of the runtime, speculative or MTP rows beyond the MTP row's known 3.8e-9 percentile
+difference), and that ``benchmarks/cross_validate.py``'s ``model_digest`` is unchanged (the validation
+cases with OSL <= 1 predict the same figures)."""
 
 from __future__ import annotations
 

@@ -270,6 +270,26 @@ def test_more_bandwidth_or_flops_never_slower(v, what, f):
     check_faster(res, res2, (what, f), c["osl"])
 
 
+
+#: A prefill-only row (OSL 1) of a mixed-step runtime that hypothesis found on 2026-12-07: with its
+#: prompts counted per idle decode step instead of per prompt step, the mixed steps' prompt-rate cap
+#: shrank every fixed-point pass, so 2x HBM bandwidth read 3.0 % *lower* tokens/s/GPU (460.4 -> 446.6).
+PREFILL_ONLY_ROW = {"hidden": 6784, "ffn": 611, "layers": 49, "heads": 1, "kv_heads": 1, "head_dim": 64, "vocab": 11265,
+                    "gated": 0, "tied": 0, "qkv_bias": 0, "hardware": "gh200", "precision": "bf16", "batch": 34, "isl": 54,
+                    "osl": 1, "tp": 1, "pp": 1, "dp": 1, "ep": 1}
+
+
+def test_prefill_only_row_converges_and_faster_hbm_is_not_slower(monkeypatch):
+    import explorer.simulate as S
+
+    c, table, res = run(PREFILL_ONLY_ROW)
+    faster = simulate(c, HardwareTable((_scaled(table.kinds[0], "hbm_bw", 2.0),)))
+    assert faster["tokens_per_s_per_gpu"][0] >= res["tokens_per_s_per_gpu"][0] * (1 - FIXED_POINT_TOLERANCE)
+    # the fixed point settles: two more passes move the rate by less than the passes' residual
+    monkeypatch.setattr(S, "FIXED_POINT_ITERATIONS", S.FIXED_POINT_ITERATIONS + 2)
+    longer = simulate(c, table)
+    assert longer["tokens_per_s_per_gpu"][0] == pytest.approx(res["tokens_per_s_per_gpu"][0], rel=FIXED_POINT_TOLERANCE)
+
 #: Largest throughput drop allowed when faster hardware grows the decode batch: in prefill-bound
 #: rows (OSL ~ 10, ISL ~ 5k) a larger decode batch shrinks the mixed steps' prompt budget and adds
 #: decode attention to every prompt chunk, so the prompt rate falls slightly (measured: <= 0.8 % on
