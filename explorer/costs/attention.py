@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.masks import where_uniform
+
 
 def mean_context_sliding(S, W):
     """Mean attended context when the context is S and the window W (0 = no window)."""
@@ -46,18 +48,10 @@ def mean_context_sliding(S, W):
 
 def decode_attention(m, S, n_q_loc, d, kv_loc, b_kv, mla, kv_lora, rope):
     """(flops, bytes) of decode attention for ``m`` sequences at mean context ``S``."""
-    # (where no row is MLA, or every row is, np.where gives the one branch's values as they are: the
-    # other is not computed where it would not widen the result's shape)
+    # (where no row is MLA, or every row is, the one branch's values: explorer/masks.py)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (m, S, n_q_loc, d, kv_lora, rope, mla)))
-    flops = None
-    if not np.any(mla):
-        flops = 4.0 * m * S * n_q_loc * d
-    elif np.all(mla):
-        flops = 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope)
-    if flops is None or not shape or np.shape(flops) != shape:
-        gqa_flops = 4.0 * m * S * n_q_loc * d
-        mla_flops = 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope)
-        flops = np.where(mla, mla_flops, gqa_flops)
+    flops = where_uniform(mla, lambda: 2.0 * m * S * n_q_loc * (2.0 * kv_lora + rope), lambda: 4.0 * m * S * n_q_loc * d,
+                          shape=shape)
     nbytes = m * S * kv_loc * b_kv
     return flops, nbytes
 

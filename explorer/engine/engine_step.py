@@ -13,6 +13,7 @@ from explorer.costs.comm import p2p_s
 from explorer.engine.hardware_columns import HardwareColumns
 from explorer.engine.layer_step import cost_steps, graph_padded, graph_steps, plan_step, stage_total
 from explorer.engine.shape_columns import ShapeColumns
+from explorer.masks import where_uniform
 
 
 def dp_straggler_factor(dp: np.ndarray, f_chunk: np.ndarray) -> np.ndarray:
@@ -64,17 +65,7 @@ def engine_steps(s: ShapeColumns, hw: HardwareColumns, b: np.ndarray, n_pf: np.n
     mixed, all_mixed, any_mixed = s.rt_mixed, cst["all_mixed"], cst["any_mixed"]
 
     def if_mixed(a, b):  # np.where(s.rt_mixed, a(), b())'s values, a() or b() alone where that is the same
-        if all_mixed:
-            x = a()
-            if np.shape(x) == np.broadcast_shapes(mixed.shape, np.shape(x)):
-                return x
-            return np.where(mixed, x, b())
-        if not any_mixed:
-            y = b()
-            if np.shape(y) == np.broadcast_shapes(mixed.shape, np.shape(y)):
-                return y
-            return np.where(mixed, a(), y)
-        return np.where(mixed, a(), b())
+        return where_uniform(mixed, a, b, all_mixed, any_mixed)
 
     b_pad = graph_padded(b, s.rt_graph_step, s.rt_graph_max, cst["graph_steps"])
     b_tok = b_pad if q is None else b_pad * q  # decode tokens through the GEMMs
