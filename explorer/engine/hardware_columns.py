@@ -178,12 +178,22 @@ class HardwareColumns:
         place by that site's next call: use them before it (or call with ``site=None``)."""
         n = len(self.sms)
         out: list[GemmCost | None] = [None] * len(requests)
-        live = [i for i, r in enumerate(requests)
-                if ((np.asarray(r[0]) > 0).any() if not isinstance(r[6], np.ndarray) and r[6] > 0
-                    else ((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)).any())]
-        zero = np.zeros(n)
-        for i in set(range(len(requests))) - set(live):
-            out[i] = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
+        # a request runs a kernel where some point has tokens (and expert groups); requests sharing
+        # their M and groups (the step's dense GEMMs take the same token column) are tested once
+        tested: dict[tuple, bool] = {}
+        live = []
+        for i, r in enumerate(requests):
+            key = (id(r[0]), id(r[6]))  # (both objects are held by ``requests`` until the call ends)
+            if key not in tested:
+                tested[key] = bool((np.asarray(r[0]) > 0).any() if not isinstance(r[6], np.ndarray) and r[6] > 0
+                                   else ((np.asarray(r[0]) > 0) & (np.asarray(r[6]) > 0)).any())
+            if tested[key]:
+                live.append(i)
+        if len(live) < len(requests):  # no kernel: costs nothing (the same zero and one columns for all)
+            zero = np.zeros(n)
+            none = GemmCost(zero, zero, zero, zero, zero, zero + 1.0, zero + 1.0, zero, zero)
+            for i in set(range(len(requests))) - set(live):
+                out[i] = none
         memo = self.memo if site is not None and reuse_enabled() else None
         for moe in (False, True):
             sel = [i for i in live if bool(requests[i][8]) == moe]
@@ -197,8 +207,8 @@ class HardwareColumns:
             # hardware's columns, which every closed-loop pass after the first passes again -- so only M
             # and the groups can have moved, and what depends on the others alone is kept
             prev_src = slot.get("src") if slot is not None else None
-            static = prev_src is not None and len(prev_src) == len(src) and all(
-                _same_source(p[j], q[j]) for p, q in zip(prev_src, src, strict=True) for j in _STATIC_FIELDS)
+            static = prev_src is not None and len(prev_src) == len(src) and all(map(
+                _same_source, [p[j] for p in prev_src for j in _STATIC_FIELDS], [q[j] for q in src for j in _STATIC_FIELDS]))
             cols: Any  # (8, R, n) inputs M N K b_a b_w b_out groups peak, or a sequence of those 8 planes
             keep = None  # (the compiled path's memo: the buffer it keeps as this call's inputs)
             if fast and slot is not None:
@@ -238,8 +248,11 @@ class HardwareColumns:
                 if spare is not None and not fast:
                     slot["spare"], slot["spare_src"] = spare, prev_src
                 slot["src"], slot["eta_c"] = src, eta_c
+            # each request's figures: row ``row`` of every plane (views; ``planes[:, row]`` iterated
+            # gives the same ones as ``plane[row]`` for each plane, in C)
+            by_row = planes.swapaxes(0, 1) if isinstance(planes, np.ndarray) else None
             for row, i in enumerate(sel):
-                out[i] = GemmCost(*(plane[row] for plane in planes))
+                out[i] = GemmCost(*(by_row[row] if by_row is not None else (plane[row] for plane in planes)))
         return [o for o in out if o is not None]
 
     @staticmethod
