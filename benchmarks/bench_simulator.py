@@ -13,7 +13,8 @@ Plain script: ``python benchmarks/bench_simulator.py [--n 1000000] [--chunk 1000
 * ``--profile``: cProfile of ``simulate`` on 200,000 rows, top functions by own time.
 * ``--floor``: the compiled GEMM kernel's cost per point (:func:`kernel_floor`): what a simulator
   that only evaluated the GEMMs it asks for could reach -- the bound a fully compiled engine
-  step would still meet.
+  step would still meet -- and whether that bound is under issue 12's 10⁶ points/s at all
+  (:func:`floor_verdict`).
 * today's code against its baseline, in the same run: every vectorized rate is also measured for
   the numpy-only path without reuse (``EXPLORER_NUMBA=0``: the compiled GEMM kernel of
   explorer/costs/gemm.py off; ``EXPLORER_REUSE=0``: every closed-loop pass recosts every GEMM),
@@ -62,6 +63,8 @@ from explorer.hardware import list_hardware  # noqa: E402
 from explorer.precision import parse_precision, tensor_formats_needed  # noqa: E402
 from explorer.simulate import simulate  # noqa: E402
 
+#: issue 12 item 1 and DESIGN.md 9: design points per second on one core, with the breakdown
+TARGET_POINTS_PER_S = 1_000_000.0
 KINDS = list_hardware()
 HW_NAMES = [h.name for h in KINDS]
 PRECS = ("bf16", "fp8", "fp4")
@@ -312,10 +315,22 @@ def kernel_floor(label: str, design: dict, table) -> None:
         best = min(best, time.perf_counter() - t0)
     ns = best / max(seen["all"], 1) * 1e9
     per_point = seen["moved"] / n
+    ceiling = 1e9 / (per_point * ns)
     print(f"{label}: {seen['all'] / n:.1f} GEMM evaluations per point asked of the kernel, {per_point:.1f} with "
           f"moved inputs ({seen['first'] / n:.1f} of them on the first pass, where nothing can be reused); "
-          f"{ns:.0f} ns per evaluation -> the kernel alone allows "
-          f"{1e9 / (per_point * ns):,.0f} points/s")
+          f"{ns:.0f} ns per evaluation -> the kernel alone allows {ceiling:,.0f} points/s; {floor_verdict(ceiling)}")
+
+
+def floor_verdict(ceiling_points_per_s: float, target_points_per_s: float = TARGET_POINTS_PER_S) -> str:
+    """What the kernel's ceiling says of the target: how much of a point's time budget the GEMMs
+    leave the rest of the engine, or that no engine around this kernel can reach the target."""
+    budget_us = 1e6 / target_points_per_s
+    gemm_us = 1e6 / ceiling_points_per_s
+    if gemm_us >= budget_us:
+        return (f"the GEMMs alone take {gemm_us:.2f} us of the {budget_us:.2f} us a point the "
+                f"{target_points_per_s:,.0f} points/s target allows: no engine around this kernel reaches it here")
+    return (f"the GEMMs take {gemm_us:.2f} us of the {budget_us:.2f} us a point the target allows, "
+            f"leaving {budget_us - gemm_us:.2f} us for the rest of the engine")
 
 
 def main() -> None:
@@ -391,9 +406,10 @@ def main() -> None:
     print(f"api.evaluate per call ({args.scalar} calls): {t_eval * 1e3:.3f} ms/call -> {1 / t_eval:,.0f} points/s")
     print(f"speed-up vectorized/scalar: {rate_vec * t_scalar:,.0f}x (detail=True), "
           f"{args.n / best[('mix', False)] * t_scalar:,.0f}x (detail=False)")
-    print(f"target >= 1,000,000 points/s: random mix detail=True {rate_vec / 1e6:.2f}x of target, "
-          f"detail=False {args.n / best[('mix', False)] / 1e6:.2f}x; sweep-like detail=True "
-          f"{args.n / best[('sweep', True)] / 1e6:.2f}x, detail=False {args.n / best[('sweep', False)] / 1e6:.2f}x")
+    tgt = TARGET_POINTS_PER_S
+    print(f"target >= {tgt:,.0f} points/s: random mix detail=True {rate_vec / tgt:.2f}x of target, "
+          f"detail=False {args.n / best[('mix', False)] / tgt:.2f}x; sweep-like detail=True "
+          f"{args.n / best[('sweep', True)] / tgt:.2f}x, detail=False {args.n / best[('sweep', False)] / tgt:.2f}x")
 
     if args.floor:
         for label, d, t in (("random mix", design, table), ("sweep-like", sweep_design, sweep_table)):

@@ -29,3 +29,14 @@ def test_rounds_below_one_is_refused_with_exit_2():
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["bench_simulator.py: --rounds: must be at least 1, got 0"]
+
+
+def test_floor_verdict_worked_by_hand():
+    # 913,469 points/s -> 1.0947 us a point of GEMMs, over the 1 us budget of 10^6 points/s
+    over = B.floor_verdict(913_469.0)
+    assert over.startswith("the GEMMs alone take 1.09 us of the 1.00 us") and "no engine around this kernel" in over
+    # 1.25 M points/s -> 0.80 us of GEMMs, 0.20 us left for the rest
+    under = B.floor_verdict(1_250_000.0)
+    assert "0.80 us of the 1.00 us" in under and "leaving 0.20 us for the rest of the engine" in under
+    # a target of 500k points/s: 2 us a point, 1.2 us left
+    assert "leaving 1.20 us" in B.floor_verdict(1_250_000.0, 500_000.0)
